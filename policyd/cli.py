@@ -1,0 +1,54 @@
+"""The `policyd` command line: run | simulate | lint | test | eval | explain | bench."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+# command name -> module in policyd.commands providing `add_arguments(parser)` and `run(args) -> int`
+COMMANDS: dict[str, str] = {
+    "run": "Schedule pods of a real cluster (API server back-end).",
+    "simulate": "Schedule the pending pods of a cluster file on the in-memory simulated cluster.",
+    "lint": "Check policy files: grammar, schema, types, cost, duplicate names.",
+    "test": "Run policy test suites (YAML).",
+    "eval": "Evaluate a CEL expression (or JSON Lines with --batch).",
+    "explain": "Show the per-node, per-rule evaluation for one pod.",
+    "bench": "Run the throughput benchmarks.",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    parser = argparse.ArgumentParser(prog="policyd", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in COMMANDS.items():
+        module = importlib.import_module(f"policyd.commands.{name}")
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `policyd` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return 2
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        return int(args._module.run(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
