@@ -1,0 +1,118 @@
+"""Kubernetes resource quantities: exact parsing to `Fraction`, integer scaling, canonical formatting.
+
+Grammar (apimachinery `resource.Quantity`):
+`[+-]? (digits | digits.digits? | .digits) (Ki|Mi|Gi|Ti|Pi|Ei | n|u|m|k|M|G|T|P|E | [eE][+-]?digits)?`.
+As in Kubernetes, a non-zero value is rounded away from zero to a multiple of 1n (10^-9).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+from policyd.errors import ClusterDataError
+
+__all__ = ["QuantityError", "format_quantity", "parse_quantity", "to_int", "to_milli"]
+
+
+class QuantityError(ClusterDataError, ValueError):
+    """A string is not a valid Kubernetes quantity."""
+
+
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_BY_EXP = {exp: suffix for suffix, exp in _DECIMAL.items()}
+_BINARY_BY_EXP = {exp: suffix for suffix, exp in _BINARY.items()}
+
+_QUANTITY_RE = re.compile(
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exp>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))"
+)
+# Larger exponents are certainly a data error and would make exact arithmetic needlessly costly.
+_MAX_EXPONENT = 308
+_NANO = Fraction(1, 10**9)
+
+
+def parse_quantity(s: str | int | float) -> Fraction:
+    """Parse a Kubernetes quantity (`"500m"`, `"1Gi"`, `"1e3"`, `2`, `0.5`) to an exact Fraction."""
+    if isinstance(s, bool):
+        raise QuantityError(f"invalid quantity {s!r}: a boolean is not a quantity")
+    if isinstance(s, int):
+        return Fraction(s)
+    if isinstance(s, float):
+        if not math.isfinite(s):
+            raise QuantityError(f"invalid quantity {s!r}: not a finite number")
+        # repr() is the shortest decimal that round-trips, i.e. what the YAML/JSON source said.
+        return _round_nano(Fraction(repr(s)))
+    if not isinstance(s, str):
+        raise QuantityError(f"invalid quantity {s!r}: expected a string or number")
+    m = _QUANTITY_RE.fullmatch(s)
+    if m is None:
+        raise QuantityError(f"invalid quantity {s!r}")
+    value = Fraction(m.group("number"))
+    if m.group("binary"):
+        value *= 1024 ** _BINARY[m.group("binary")]
+    else:
+        if m.group("exp") is not None:
+            exponent = int(m.group("exp"))
+            if abs(exponent) > _MAX_EXPONENT:
+                raise QuantityError(f"invalid quantity {s!r}: exponent out of range")
+        else:
+            exponent = _DECIMAL[m.group("decimal") or ""]
+        value *= Fraction(10) ** exponent
+    if m.group("sign") == "-":
+        value = -value
+    return _round_nano(value)
+
+
+def _round_nano(value: Fraction) -> Fraction:
+    """Round away from zero to a multiple of 10^-9, as apimachinery does on parse."""
+    scaled = value / _NANO
+    if scaled.denominator == 1:
+        return value
+    magnitude = math.ceil(abs(scaled))
+    return Fraction(magnitude if value > 0 else -magnitude) * _NANO
+
+
+def _round_away(value: Fraction) -> int:
+    """Round away from zero to an integer (apimachinery's scaled-value rounding)."""
+    return math.ceil(value) if value >= 0 else math.floor(value)
+
+
+def to_milli(q: Fraction | int) -> int:
+    """The value in thousandths, rounded up (Kubernetes `Quantity.MilliValue`)."""
+    return _round_away(Fraction(q) * 1000)
+
+
+def to_int(q: Fraction | int) -> int:
+    """The integer value, rounded up (Kubernetes `Quantity.Value`)."""
+    return _round_away(Fraction(q))
+
+
+def format_quantity(q: Fraction | int, binary: bool = False) -> str:
+    """Canonical Kubernetes form: integer mantissa with the largest suffix that keeps it exact.
+
+    With `binary`, integers that are exact multiples of 1024 use Ki..Ei (as a BinarySI quantity);
+    anything else uses the decimal suffixes n..E. Values finer than 1n are rounded as on parse.
+    """
+    value = _round_nano(Fraction(q))
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    if binary and magnitude.denominator == 1 and magnitude >= 1024:
+        mantissa = magnitude.numerator
+        exp = 0
+        while exp < 6 and mantissa % 1024 == 0:
+            mantissa //= 1024
+            exp += 1
+        if exp > 0:
+            return f"{sign}{mantissa}{_BINARY_BY_EXP[exp]}"
+    # magnitude is a multiple of 1e-9: work with an integer count of nano-units.
+    nanos = int(magnitude / _NANO)
+    exp = -9
+    while exp < 18 and nanos % 1000 == 0:
+        nanos //= 1000
+        exp += 3
+    return f"{sign}{nanos}{_DECIMAL_BY_EXP[exp]}"

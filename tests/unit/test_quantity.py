@@ -1,0 +1,180 @@
+"""Kubernetes quantity parsing, scaling and formatting."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policyd.errors import ClusterDataError, PolicydError
+from policyd.quantity import QuantityError, format_quantity, parse_quantity, to_int, to_milli
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0", Fraction(0)),
+        ("1", Fraction(1)),
+        ("500m", Fraction(1, 2)),
+        ("1.5", Fraction(3, 2)),
+        ("1.", Fraction(1)),
+        (".5", Fraction(1, 2)),
+        ("+2", Fraction(2)),
+        ("-2k", Fraction(-2000)),
+        ("100n", Fraction(100, 10**9)),
+        ("3u", Fraction(3, 10**6)),
+        ("1k", Fraction(1000)),
+        ("1M", Fraction(10**6)),
+        ("1G", Fraction(10**9)),
+        ("1T", Fraction(10**12)),
+        ("1P", Fraction(10**15)),
+        ("1E", Fraction(10**18)),
+        ("1Ki", Fraction(1024)),
+        ("1Mi", Fraction(1024**2)),
+        ("1.5Gi", Fraction(3 * 1024**3, 2)),
+        ("1Ti", Fraction(1024**4)),
+        ("1Pi", Fraction(1024**5)),
+        ("1Ei", Fraction(1024**6)),
+        ("1e3", Fraction(1000)),
+        ("1E3", Fraction(1000)),
+        ("12e-3", Fraction(12, 1000)),
+        ("2E+2", Fraction(200)),
+        (7, Fraction(7)),
+        (0.25, Fraction(1, 4)),
+        (0.1, Fraction(1, 10)),
+    ],
+)
+def test_parse_known_values(text: str | int | float, expected: Fraction) -> None:
+    assert parse_quantity(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " 1",
+        "1 ",
+        "abc",
+        "1Kb",
+        "1ki",
+        "1.2.3",
+        ".",
+        "-",
+        "1e",
+        "1e+",
+        "m",
+        "1mm",
+        "--1",
+        "1Gi1",
+        "0x10",
+        "1e999",
+    ],
+)
+def test_malformed_quantities_raise(text: str) -> None:
+    with pytest.raises(QuantityError) as info:
+        parse_quantity(text)
+    assert repr(text) in str(info.value) or "range" in str(info.value)
+
+
+def test_error_is_value_error_and_policyd_error() -> None:
+    with pytest.raises(ValueError):
+        parse_quantity("nope")
+    with pytest.raises(PolicydError):
+        parse_quantity("nope")
+    with pytest.raises(ClusterDataError):
+        parse_quantity(True)
+    with pytest.raises(QuantityError):
+        parse_quantity(float("nan"))
+
+
+def test_values_finer_than_nano_round_away_from_zero() -> None:
+    assert parse_quantity("0.1n") == Fraction(1, 10**9)
+    assert parse_quantity("-0.1n") == Fraction(-1, 10**9)
+    assert parse_quantity("1.0000000001") == Fraction(1_000_000_001, 10**9)
+
+
+@pytest.mark.parametrize(
+    ("text", "milli", "value"),
+    [
+        ("500m", 500, 1),
+        ("1", 1000, 1),
+        ("0.0001", 1, 1),
+        ("1.2345", 1235, 2),
+        ("250u", 1, 1),
+        ("1Gi", 1024**3 * 1000, 1024**3),
+        ("-1.5", -1500, -2),
+        ("0", 0, 0),
+    ],
+)
+def test_scaling_rounds_up(text: str, milli: int, value: int) -> None:
+    q = parse_quantity(text)
+    assert to_milli(q) == milli
+    assert to_int(q) == value
+
+
+@pytest.mark.parametrize(
+    ("value", "binary", "text"),
+    [
+        (Fraction(0), False, "0"),
+        (Fraction(1, 2), False, "500m"),
+        (Fraction(1500), False, "1500"),
+        (Fraction(2000), False, "2k"),
+        (Fraction(3, 2000), False, "1500u"),
+        (Fraction(-4 * 10**9), False, "-4G"),
+        (Fraction(10**21), False, "1000E"),
+        (Fraction(1024**3), True, "1Gi"),
+        (Fraction(1536), True, "1536"),
+        (Fraction(3 * 1024**2), True, "3Mi"),
+        (Fraction(100), True, "100"),
+        (Fraction(1, 2), True, "500m"),
+    ],
+)
+def test_format_canonical(value: Fraction, binary: bool, text: str) -> None:
+    assert format_quantity(value, binary=binary) == text
+
+
+_SUFFIXES = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
+@st.composite
+def quantity_text(draw: st.DrawFn) -> str:
+    sign = draw(st.sampled_from(["", "+", "-"]))
+    whole = draw(st.integers(min_value=0, max_value=10**6))
+    frac = draw(st.one_of(st.just(""), st.integers(min_value=0, max_value=999).map(lambda d: f".{d}")))
+    if draw(st.booleans()):
+        suffix = draw(st.sampled_from(_SUFFIXES))
+    else:
+        suffix = f"e{draw(st.integers(min_value=-12, max_value=12))}"
+    return f"{sign}{whole}{frac}{suffix}"
+
+
+@given(quantity_text())
+def test_format_parse_round_trip(text: str) -> None:
+    q = parse_quantity(text)
+    assert parse_quantity(format_quantity(q)) == q
+    assert parse_quantity(format_quantity(q, binary=True)) == q
+
+
+@given(quantity_text())
+def test_parsed_values_are_nano_multiples_and_scaling_bounds(text: str) -> None:
+    q = parse_quantity(text)
+    assert (q * 10**9).denominator == 1
+    milli = to_milli(q)
+    assert abs(milli) >= abs(q * 1000)
+    assert abs(milli) - abs(q * 1000) < 1
+    assert (milli >= 0) == (q >= 0) or milli == 0
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_integers_parse_exactly(n: int) -> None:
+    assert parse_quantity(str(n)) == n
+    assert parse_quantity(n) == n
+    assert to_int(parse_quantity(format_quantity(n, binary=True))) == n
+
+
+@given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["Ki", "Mi", "Gi"]))
+def test_binary_suffix_is_power_of_1024(n: int, suffix: str) -> None:
+    power = {"Ki": 1, "Mi": 2, "Gi": 3}[suffix]
+    assert parse_quantity(f"{n}{suffix}") == n * 1024**power
