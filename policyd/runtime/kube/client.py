@@ -1,0 +1,316 @@
+"""API client construction (kubeconfig, --master, in-cluster) and raw JSON requests with a QPS limit.
+
+Everything policyd sends to the API server goes through `KubeClient.request` / `KubeClient.stream`:
+plain camelCase JSON dicts in and out (no generated model classes), one client-side token bucket
+(client-go's default 50 QPS, burst 100), and errors mapped onto `ApiError` / `PermissionDenied` whose
+messages name the verb and resource, so a missing RBAC rule is obvious.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from policyd.errors import PolicydError
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+DEFAULT_TIMEOUT = 30.0
+
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class ApiError(PolicydError):
+    """An API request failed; `status` is the HTTP status (0 when the server could not be reached)."""
+
+    def __init__(self, status: int, verb: str, path: str, message: str, reason: str = "") -> None:
+        self.status = status
+        self.verb = verb
+        self.path = path
+        self.reason = reason
+        self.message = message
+        super().__init__(f"{verb} {path}: {status} {reason}: {message}".replace(" : ", ": "))
+
+    @property
+    def conflict(self) -> bool:
+        """HTTP 409: the object changed (or exists) meanwhile."""
+        return self.status == 409
+
+    @property
+    def not_found(self) -> bool:
+        """HTTP 404: the object (or the resource type) does not exist."""
+        return self.status == 404
+
+    @property
+    def gone(self) -> bool:
+        """HTTP 410: the requested resourceVersion is too old."""
+        return self.status == 410
+
+
+class PermissionDenied(ApiError):
+    """HTTP 403: RBAC does not allow this verb on this resource."""
+
+    def __init__(self, verb: str, path: str, message: str) -> None:
+        resource = resource_of(path)
+        super().__init__(403, verb, path, message, "Forbidden")
+        self.resource = resource
+        self.args = (
+            f"permission denied: cannot {verb} {resource} ({path}); grant the verb '{verb}' on "
+            f"'{resource}' to policyd's service account (see deploy/clusterrole.yaml). Server said: {message}",
+        )
+
+
+def resource_of(path: str) -> str:
+    """The RBAC resource name (`pods/binding`, `leases.coordination.k8s.io`) a request path addresses."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    group = ""
+    if parts[:1] == ["api"]:
+        parts = parts[2:]
+    elif parts[:1] == ["apis"]:
+        group = parts[1] if len(parts) > 1 else ""
+        parts = parts[3:]
+    if parts[:1] == ["namespaces"] and len(parts) > 2:
+        parts = parts[2:]
+    if not parts:
+        return "namespaces" if group == "" else group
+    name = parts[0]
+    if len(parts) > 2:
+        name = f"{parts[0]}/{parts[2]}"
+    return f"{name}.{group}" if group else name
+
+
+class RateLimiter:
+    """A token bucket: `qps` tokens per second, at most `burst` saved up; `acquire` blocks for one."""
+
+    def __init__(self, qps: float = DEFAULT_QPS, burst: int = DEFAULT_BURST) -> None:
+        self.qps = float(qps)
+        self.burst = max(1, int(burst))
+        self._tokens = float(self.burst)
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take one token; returns how long the caller must wait before using it (0 when available)."""
+        if self.qps <= 0:
+            return 0.0
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1.0
+            if self._tokens >= 0:
+                return 0.0
+            return -self._tokens / self.qps
+
+    def acquire(self) -> None:
+        """Block until a token is available."""
+        delay = self.reserve()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def load_configuration(kubeconfig: str | None = None, master: str | None = None) -> k8s_client.Configuration:
+    """Client configuration from a kubeconfig file, else in-cluster; `master` overrides the server URL."""
+    cfg = k8s_client.Configuration()
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
+    elif master:
+        cfg.host = master
+    else:
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        except k8s_config.ConfigException:
+            try:
+                k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
+            except (k8s_config.ConfigException, OSError, TypeError) as err:
+                raise PolicydError(
+                    "no cluster configuration: not running in a pod and no kubeconfig found; "
+                    "pass --kubeconfig or --master"
+                ) from err
+    if master:
+        cfg.host = master.rstrip("/")
+    return cfg
+
+
+class KubeClient:
+    """Raw JSON access to the API server through one `ApiClient`, limited by a token bucket."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        user_agent: str = "policyd",
+    ) -> None:
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 4, 32)
+        self.api_client = k8s_client.ApiClient(configuration)
+        self.api_client.user_agent = user_agent
+        self.limiter = RateLimiter(qps, burst)
+        # optional observer called with (verb, path, status) after each request (metrics, tests)
+        self.on_response: Callable[[str, str, int], None] | None = None
+
+    @classmethod
+    def connect(
+        cls,
+        kubeconfig: str | None = None,
+        master: str | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+    ) -> KubeClient:
+        """A client for the cluster named by a kubeconfig / URL, or the in-cluster service account."""
+        return cls(load_configuration(kubeconfig, master), qps=qps, burst=burst)
+
+    @property
+    def host(self) -> str:
+        """The API server URL."""
+        return str(self.api_client.configuration.host)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        timeout: float | tuple[float, float] | None,
+    ) -> Any:
+        self.limiter.acquire()
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
+        m, url, hdrs, ser_body, post = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=params or None,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        verb = _VERBS.get(method, method.lower())
+        try:
+            resp = self.api_client.call_api(m, url, hdrs, ser_body, post, _request_timeout=timeout)
+        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as err:
+            raise ApiError(0, verb, path, str(err), "Unreachable") from err
+        if self.on_response is not None:
+            self.on_response(verb, path, resp.status)
+        if not 200 <= resp.status <= 299:
+            data = resp.read()
+            resp.response.release_conn()
+            raise _error_from(resp.status, verb, path, data)
+        return resp
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> JSON:
+        """Send one request; returns the decoded JSON response (raises `ApiError` on non-2xx)."""
+        resp = self._send(method, path, query, body, content_type, timeout)
+        data = resp.read()
+        resp.response.release_conn()
+        if not data:
+            return {}
+        decoded = json.loads(data)
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def stream(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        timeout: tuple[float, float] = (10.0, 330.0),
+    ) -> WatchStream:
+        """Open a streaming GET (a watch); iterate the returned object for decoded JSON lines."""
+        resp = self._send("GET", path, query, None, None, timeout)
+        return WatchStream(resp.response)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.api_client.close()
+
+
+class WatchStream:
+    """The newline-delimited JSON events of one open watch response; `close()` from any thread."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self._closed = False
+
+    def __iter__(self) -> Iterator[JSON]:
+        buf = b""
+        try:
+            for chunk in self._response.stream(amt=None, decode_content=True):
+                if self._closed:
+                    return
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+            if buf.strip() and not self._closed:
+                yield json.loads(buf)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Abort the stream (unblocks a reader on another thread)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._response.shutdown()
+        except (AttributeError, OSError):
+            pass
+        try:
+            self._response.release_conn()
+        except (AttributeError, OSError):
+            pass
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _error_from(status: int, verb: str, path: str, data: bytes) -> ApiError:
+    message, reason = "", ""
+    try:
+        decoded = json.loads(data)
+        message = str(decoded.get("message", ""))
+        reason = str(decoded.get("reason", ""))
+    except (ValueError, AttributeError):
+        message = data.decode("utf-8", "replace")[:500]
+    if status == 403:
+        return PermissionDenied(verb, path, message)
+    return ApiError(status, verb, path, message, reason)
+
+
+def object_path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None) -> str:
+    """The REST path of a collection or object: `/api/v1/namespaces/ns/pods/name`."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{plural}"
+    if name:
+        base += f"/{quote(name, safe='')}"
+    return base
