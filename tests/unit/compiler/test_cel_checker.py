@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+from typing import Any
+
 import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+from google.protobuf.message import Message
 
 from policyd.compiler.cel_checker import check, container_candidates
 from policyd.compiler.cel_env import CelEnv, CheckResult, FunctionDecl, Overload
+from policyd.compiler.cel_stdlib import standard_functions
 from policyd.compiler.cel_types import (
     BOOL,
+    BYTES,
     DOUBLE,
     DURATION,
     DYN,
@@ -42,47 +50,10 @@ def _member(oid: str, params: tuple[CelType, ...], result: CelType) -> Overload:
 
 
 def mini_stdlib() -> dict[str, FunctionDecl]:
-    """A slice of cel-spec's standard declarations (overload ids as in cel-spec)."""
-    fns = [
-        _fn("_==_", ("equals", (A, A), BOOL)),
-        _fn("_!=_", ("not_equals", (A, A), BOOL)),
-        _fn(
-            "_+_",
-            ("add_int64", (INT, INT), INT),
-            ("add_uint64", (UINT, UINT), UINT),
-            ("add_double", (DOUBLE, DOUBLE), DOUBLE),
-            ("add_string", (STRING, STRING), STRING),
-            ("add_list", (list_of(A), list_of(A)), list_of(A)),
-        ),
-        _fn("_*_", ("multiply_int64", (INT, INT), INT), ("multiply_double", (DOUBLE, DOUBLE), DOUBLE)),
-        _fn("_/_", ("divide_int64", (INT, INT), INT), ("divide_double", (DOUBLE, DOUBLE), DOUBLE)),
-        _fn("_%_", ("modulo_int64", (INT, INT), INT)),
-        _fn(
-            "_>_",
-            ("greater_int64", (INT, INT), BOOL),
-            ("greater_double", (DOUBLE, DOUBLE), BOOL),
-            ("greater_int64_double", (INT, DOUBLE), BOOL),
-        ),
-        _fn("_<_", ("less_int64", (INT, INT), BOOL)),
-        _fn("!_", ("logical_not", (BOOL,), BOOL)),
-        _fn("_[_]", ("index_list", (list_of(A), INT), A), ("index_map", (map_of(A, B), A), B)),
-        _fn("@in", ("in_list", (A, list_of(A)), BOOL), ("in_map", (A, map_of(A, B)), BOOL)),
-        _fn(
-            "size",
-            ("size_string", (STRING,), INT),
-            ("size_list", (list_of(A),), INT),
-            ("size_map", (map_of(A, B),), INT),
-            _member("list_size", (list_of(A),), INT),
-        ),
-        _fn("contains", _member("contains_string", (STRING, STRING), BOOL)),
-        _fn("startsWith", _member("starts_with_string", (STRING, STRING), BOOL)),
-        _fn("type", ("type", (A,), TypeType(A))),
-        _fn("dyn", ("to_dyn", (A,), DYN)),
-        _fn("int", ("double_to_int64", (DOUBLE,), INT), ("string_to_int64", (STRING,), INT)),
-        _fn("duration", ("string_to_duration", (STRING,), DURATION)),
-        _fn("team.quota", ("team_quota_string", (STRING,), INT)),
-    ]
-    return {f.name: f for f in fns}
+    """The standard library plus a namespaced function."""
+    fns = dict(standard_functions())
+    fns["team.quota"] = _fn("team.quota", ("team_quota_string", (STRING,), INT))
+    return fns
 
 
 TOLERATION = ObjectType("Toleration", {"key": STRING, "effect": STRING})
@@ -204,7 +175,7 @@ def test_overloads_are_recorded_per_call() -> None:
     assert set(r.overloads[dyn_call.id]) == {"add_int64"}
     both = parse_cel("dyn(1) + dyn(2)")
     r = check(both, env())
-    assert set(r.overloads[both.id]) == {"add_int64", "add_uint64", "add_double", "add_string", "add_list"}
+    assert set(r.overloads[both.id]) == {o.id for o in standard_functions()["_+_"].overloads}
     assert r.type == DYN
 
 
@@ -408,3 +379,97 @@ def test_types_side_table_covers_nodes() -> None:
     assert r.types[index.id] == INT
     assert isinstance(index, ast.Call)
     assert r.types[index.args[0].id] == map_of(STRING, INT)
+
+
+# -- the CEL conformance suite: every valid program type-checks -------------------------------------
+
+CEL_SPEC = Path(__file__).resolve().parents[4] / "shared" / "cel-spec"
+
+
+def _conformance_pool() -> tuple[descriptor_pool.DescriptorPool, type[Message]]:
+    """Compile cel-spec's protos into a private descriptor pool (no global registration)."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    proto_root = CEL_SPEC / "proto"
+    include = Path(grpc_tools.__file__).parent / "_proto"
+    files = [str(p.relative_to(proto_root)) for p in proto_root.rglob("*.proto")]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cel.pb"
+        args = [
+            "protoc",
+            f"-I{proto_root}",
+            f"-I{include}",
+            "--include_imports",
+            f"--descriptor_set_out={out}",
+        ]
+        assert protoc.main([*args, *files]) == 0
+        fds = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for f in fds.file:
+        pool.Add(f)
+    test_file = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("cel.expr.conformance.test.SimpleTestFile")
+    )
+    return pool, test_file
+
+
+_PRIMITIVES = {1: BOOL, 2: INT, 3: UINT, 4: DOUBLE, 5: STRING, 6: BYTES}
+
+
+def _decl_type(t: Any) -> CelType | None:
+    """The CelType of a cel.expr.Type, or None when it needs protobuf message types."""
+    kind = t.WhichOneof("type_kind")
+    if kind == "primitive":
+        return _PRIMITIVES.get(t.primitive)
+    if kind == "dyn":
+        return DYN
+    if kind == "null":
+        return NULL
+    if kind == "list_type":
+        elem = _decl_type(t.list_type.elem_type)
+        return None if elem is None else list_of(elem)
+    if kind == "map_type":
+        k, v = _decl_type(t.map_type.key_type), _decl_type(t.map_type.value_type)
+        return None if k is None or v is None else map_of(k, v)
+    return None
+
+
+def _conformance_cases() -> list[Any]:
+    if not (CEL_SPEC / "testdata").is_dir():
+        return []
+    pool, test_file = _conformance_pool()
+    cases = []
+    for path in sorted((CEL_SPEC / "testdata").glob("*.textproto")):
+        parsed = text_format.Parse(path.read_text(encoding="utf-8"), test_file(), descriptor_pool=pool)
+        for section in parsed.section:
+            for t in section.test:
+                if t.disable_check or t.WhichOneof("result_matcher") not in (None, "value"):
+                    continue
+                if "TestAllTypes" in t.expr or t.value.WhichOneof("kind") == "object_value":
+                    continue
+                declared = {d.name: _decl_type(d.ident.type) for d in t.type_env}
+                if any(v is None for v in declared.values()):
+                    continue
+                variables: dict[str, CelType] = {name: DYN for name in t.bindings}
+                variables.update({k: v for k, v in declared.items() if v is not None})
+                case = (t.expr, variables, t.container, not t.disable_macros)
+                cases.append(pytest.param(*case, id=f"{path.stem}/{section.name}/{t.name}"))
+    return cases
+
+
+CONFORMANCE_CASES = _conformance_cases()
+
+
+def test_conformance_selection_is_not_empty() -> None:
+    assert len(CONFORMANCE_CASES) > 400
+
+
+@pytest.mark.parametrize(("text", "variables", "container", "macros"), CONFORMANCE_CASES)
+def test_conformance_programs_type_check(
+    text: str, variables: dict[str, CelType], container: str, macros: bool
+) -> None:
+    e = CelEnv(variables=variables, functions=standard_functions(), container=container)
+    r = check(parse_cel(text, macros=macros), e)
+    assert r.issues == ()
+    assert r.type != ERROR
