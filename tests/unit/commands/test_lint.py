@@ -1,0 +1,85 @@
+"""`policyd lint`: exit codes, output formats, and every broken policy in tests/policy/broken."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from policyd.cli import main
+
+BROKEN = Path(__file__).resolve().parents[2] / "policy" / "broken"
+EXPECT = re.compile(r"#\s*expect:\s*(\d+):(\d+):\s*(.+)")
+
+GOOD = """\
+policy good {
+  let cpu = pod.requests["cpu"]
+  filter Fits {
+    expr = node.free["cpu"] >= cpu
+    reason = "Insufficient cpu"
+  }
+  score Least {
+    expr = node.free["cpu"]
+    weight = 2
+    normalize = max
+  }
+}
+"""
+
+
+def _broken_files() -> list[Path]:
+    return sorted(p for p in BROKEN.iterdir() if p.suffix in (".policy", ".yaml", ".yml"))
+
+
+@pytest.mark.parametrize("path", _broken_files(), ids=lambda p: p.name)
+def test_broken_policy_points_at_expected_position(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    match = EXPECT.match(path.read_text().splitlines()[0])
+    assert match, f"{path.name} has no '# expect: L:C: message' first line"
+    line, column, fragment = int(match[1]), int(match[2]), match[3].strip()
+    assert main(["lint", "--format", "json", str(path)]) == 1
+    found = json.loads(capsys.readouterr().out)
+    errors = [d for d in found if d["severity"] == "error"]
+    assert any(d["line"] == line and d["column"] == column and fragment in d["message"] for d in errors), (
+        f"expected {line}:{column}: {fragment!r}, got {errors}"
+    )
+
+
+def test_broken_directory_exits_one() -> None:
+    assert len(_broken_files()) >= 12
+    assert main(["lint", str(BROKEN)]) == 1
+
+
+def test_clean_policy_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "good.policy").write_text(GOOD)
+    assert main(["lint", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_warnings_alone_exit_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "w.policy").write_text("policy w {\n  let unused = 1\n  filter F { expr = node.ready }\n}\n")
+    assert main(["lint", str(tmp_path / "w.policy")]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'w.policy'}:2:7: warning: let 'unused' is never used" in out
+
+
+def test_text_format_has_source_line_and_caret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.policy"
+    path.write_text("policy bad {\n  filter F { expr = node.nope }\n}\n")
+    assert main(["lint", str(path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{path}:2:26: error: undefined field 'nope'")
+    assert lines[1] == "  filter F { expr = node.nope }"
+    assert lines[2] == " " * 25 + "^"
+
+
+def test_missing_path_is_io_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", str(tmp_path / "absent.policy")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_no_paths_is_usage_error() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["lint"])
+    assert exc.value.code == 2
