@@ -13,6 +13,17 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from policyd.compiler.cel_types import (
+    CelType,
+    DynType,
+    ListType,
+    MapType,
+    ObjectType,
+    OpaqueType,
+    PrimitiveType,
+    TypeParam,
+    TypeType,
+)
 from policyd.compiler.cel_values import (
     INT64_MAX,
     INT64_MIN,
@@ -30,6 +41,71 @@ from policyd.compiler.cel_values import (
 from policyd.errors import CelEvalError
 
 NUMBER_TYPES = (int, float)
+
+EVAL_ERRORS: tuple[type[BaseException], ...] = (
+    CelEvalError,
+    LookupError,
+    TypeError,
+    ValueError,
+    ArithmeticError,
+    AttributeError,
+    RecursionError,
+)
+"""Exceptions generated code may raise; all mean a CEL evaluation error."""
+
+
+def as_eval_error(e: BaseException) -> CelEvalError:
+    """A CelEvalError for any exception raised while evaluating generated code."""
+    if isinstance(e, CelEvalError):
+        return e
+    if isinstance(e, KeyError):
+        return CelEvalError(f"no such key: {e.args[0] if e.args else ''}")
+    if isinstance(e, IndexError):
+        return CelEvalError("index out of bounds")
+    if isinstance(e, ZeroDivisionError):
+        return CelEvalError("division by zero")
+    if isinstance(e, TypeError | AttributeError):
+        return CelEvalError(f"no such overload ({e})")
+    return CelEvalError(str(e) or type(e).__name__)
+
+
+def logic_result(op: str, a: Any, b: Any) -> bool:
+    """The end of `a && b` / `a || b` when `a` did not decide: absorb or raise no-overload."""
+    short = op == "_||_"
+    if b is short:
+        return short
+    raise no_overload(op, a, b)
+
+
+def value_matches(v: Any, t: CelType) -> bool:
+    """True when runtime value `v` may stand for a parameter of static type `t`."""
+    if isinstance(t, DynType | TypeParam):
+        return True
+    if isinstance(t, PrimitiveType):
+        return type_name(v) == t.name
+    if isinstance(t, ListType):
+        return isinstance(v, list | tuple)
+    if isinstance(t, MapType | ObjectType):
+        return isinstance(v, Mapping)
+    if isinstance(t, TypeType):
+        return type(v) is TypeValue
+    if isinstance(t, OpaqueType):
+        return type_name(v) == t.name
+    return False
+
+
+class Dispatcher:
+    """Calls the first overload of a function whose parameter types match the runtime arguments."""
+
+    def __init__(self, name: str, overloads: tuple[Any, ...]) -> None:
+        self.name = name
+        self.overloads = overloads
+
+    def __call__(self, *args: Any) -> Any:
+        for o in self.overloads:
+            if o.impl is not None and all(value_matches(a, t) for a, t in zip(args, o.params, strict=True)):
+                return o.impl(*args)
+        raise no_overload(self.name, *args)
 
 
 def no_overload(name: str, *args: Any) -> CelEvalError:
@@ -563,7 +639,7 @@ def format_double(f: float) -> str:
     all_digits = all_digits.rstrip("0") or "0"
     sign = "-" if f < 0 else ""
     del mantissa, exp_text
-    if lead_exp < -4 or lead_exp >= 21:
+    if lead_exp < -4 or lead_exp >= 6:  # Go: shortest %g switches to exponent form at 1e+06
         body = all_digits[0] + ("." + all_digits[1:] if len(all_digits) > 1 else "")
         return f"{sign}{body}e{'-' if lead_exp < 0 else '+'}{abs(lead_exp):02d}"
     if lead_exp < 0:
