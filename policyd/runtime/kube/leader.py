@@ -216,9 +216,9 @@ class LeaderElector:
         self._observe(lease, leading=None)
         holder = str(spec.get("holderIdentity") or "")
         with self._lock:
-            leading = self._leading
             expiry = self._observed_at + float(spec.get("leaseDurationSeconds") or 0)
-        if holder and holder != self.identity and time.monotonic() < expiry and not leading:
+        # someone else holds an unexpired lease (even if we thought we led: it was taken from us)
+        if holder and holder != self.identity and time.monotonic() < expiry:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:

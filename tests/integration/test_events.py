@@ -1,0 +1,94 @@
+"""Events and pod status patches against a real kube-apiserver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from policyd.runtime.kube.client import KubeClient, object_path
+from policyd.runtime.kube.events import EventRecorder, PodStatusWriter
+
+from .apiserver import KubeTestContext, LocalControlPlane
+
+
+@pytest.fixture
+def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
+    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
+    yield client
+    client.close()
+
+
+def make_pod(kube: KubeClient, ns: str, name: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "pause"}], "schedulerName": "policyd"},
+    }
+    return kube.request("POST", object_path("v1", "pods", ns), body=body)
+
+
+def events_of(kube: KubeClient, ns: str, name: str) -> list[dict[str, Any]]:
+    out = kube.request(
+        "GET", object_path("v1", "events", ns), query={"fieldSelector": f"involvedObject.name={name}"}
+    )
+    return list(out.get("items") or [])
+
+
+def test_scheduling_events_have_kube_scheduler_texts(kube: KubeClient, k8s: KubeTestContext) -> None:
+    pod = make_pod(kube, k8s.namespace, "web")
+    rec = EventRecorder(kube, instance="policyd-test")
+    try:
+        rec.failed_scheduling(pod, "0/3 nodes are available: 3 Insufficient cpu.")
+        rec.scheduled(pod, "node-1")
+        rec.preempted(pod, "1234-uid", "node-2")
+        assert rec.flush()
+    finally:
+        rec.stop()
+    events = {e["reason"]: e for e in events_of(kube, k8s.namespace, "web")}
+    assert set(events) == {"FailedScheduling", "Scheduled", "Preempted"}
+    assert events["Scheduled"]["message"] == f"Successfully assigned {k8s.namespace}/web to node-1"
+    assert events["Scheduled"]["type"] == "Normal"
+    assert events["FailedScheduling"]["type"] == "Warning"
+    assert events["Preempted"]["message"] == "Preempted by pod 1234-uid on node node-2"
+    for e in events.values():
+        assert e["source"]["component"] == "policyd" and e["reportingComponent"] == "policyd"
+        assert e["involvedObject"]["uid"] == pod["metadata"]["uid"]
+        assert e["involvedObject"]["kind"] == "Pod"
+
+
+def test_repeated_failures_aggregate_and_are_rate_limited(kube: KubeClient, k8s: KubeTestContext) -> None:
+    pod = make_pod(kube, k8s.namespace, "stuck")
+    rec = EventRecorder(kube, burst=5)
+    try:
+        for _ in range(40):  # an hour of retries, compressed
+            rec.failed_scheduling(pod, "0/1 nodes are available: 1 Insufficient cpu.")
+        assert rec.flush()
+        assert rec.written == 5 and rec.dropped == 35
+    finally:
+        rec.stop()
+    events = events_of(kube, k8s.namespace, "stuck")
+    assert len(events) == 1
+    assert events[0]["count"] == 5
+
+
+def test_unschedulable_condition_and_nominated_node(kube: KubeClient, k8s: KubeTestContext) -> None:
+    make_pod(kube, k8s.namespace, "p")
+    status = PodStatusWriter(kube)
+    msg = "0/2 nodes are available: 2 Insufficient memory."
+    status.set_unschedulable(k8s.namespace, "p", msg)
+    status.set_nominated_node(k8s.namespace, "p", "node-7")
+    pod = kube.request("GET", object_path("v1", "pods", k8s.namespace, "p"))
+    conds = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert len(conds) == 1
+    assert (conds[0]["status"], conds[0]["reason"], conds[0]["message"]) == ("False", "Unschedulable", msg)
+    assert pod["status"]["nominatedNodeName"] == "node-7"
+    # a second failure replaces the condition rather than adding one
+    status.set_unschedulable(k8s.namespace, "p", "0/2 nodes are available: 2 Insufficient cpu.")
+    status.set_nominated_node(k8s.namespace, "p", None)
+    pod = kube.request("GET", object_path("v1", "pods", k8s.namespace, "p"))
+    conds = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert len(conds) == 1 and conds[0]["message"].endswith("Insufficient cpu.")
+    assert "nominatedNodeName" not in pod["status"]
