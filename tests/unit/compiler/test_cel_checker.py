@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from google.protobuf.message import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policyd.compiler.cel_checker import check, container_candidates
 from policyd.compiler.cel_env import CelEnv, CheckResult, FunctionDecl, Overload
@@ -473,3 +475,53 @@ def test_conformance_programs_type_check(
     r = check(parse_cel(text, macros=macros), e)
     assert r.issues == ()
     assert r.type != ERROR
+
+
+# -- robustness: the checker never raises, and issues point inside the text ----------------------------
+
+_ATOMS = [
+    "x",
+    "y",
+    "1",
+    "1u",
+    "2.5",
+    "'s'",
+    "b'b'",
+    "null",
+    "true",
+    "pod",
+    "node",
+    "int",
+    "[]",
+    "{}",
+    "[1, 'a']",
+]
+_SUFFIXES = [".free", ".pods", ".name", ".fre", "['k']", "[0]", ".size()", ".contains('a')"]
+_BINOPS = [" + ", " - ", " * ", " == ", " != ", " < ", " && ", " || ", " in "]
+
+
+@st.composite
+def _expressions(draw: st.DrawFn, depth: int = 0) -> str:
+    text = draw(st.sampled_from(_ATOMS))
+    for suffix in draw(st.lists(st.sampled_from(_SUFFIXES), max_size=2)):
+        text += suffix
+    if depth < 2:
+        choice = draw(st.integers(0, 4))
+        if choice == 1:
+            text = f"({text}{draw(st.sampled_from(_BINOPS))}{draw(_expressions(depth + 1))})"
+        elif choice == 2:
+            text = f"{text}.all(e, {draw(_expressions(depth + 1))})"
+        elif choice == 3:
+            text = f"{text}.map(e, {draw(_expressions(depth + 1))})"
+        elif choice == 4:
+            text = f"({text} ? {draw(_expressions(depth + 1))} : {draw(_expressions(depth + 1))})"
+    return text
+
+
+@settings(max_examples=300, deadline=None)
+@given(_expressions())
+def test_checker_never_raises(text: str) -> None:
+    r = check(parse_cel(text), env())
+    assert all(0 <= i.offset < len(text) for i in r.issues)
+    if not r.issues:
+        assert r.type != ERROR
