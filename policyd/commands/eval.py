@@ -1,17 +1,211 @@
-"""`policyd eval` (not implemented yet)."""
+"""`policyd eval EXPR [--var name=JSON ...]` and `policyd eval --batch` (JSON Lines, conformance protocol).
+
+Batch input lines: `{"expr": "...", "bindings": {"x": <cel.expr.Value protojson>}, "container": "...",
+"disableMacros": false}`; optional extensions: `"disableCheck": true` (skip the type checker) and
+`"typeEnv": {"x": "list(int)"}` (declared variable types; otherwise inferred from the bindings).
+Output lines: `{"value": <cel.expr.Value protojson>}` or `{"error": "..."}`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
+from collections.abc import Mapping
+from typing import Any
+
+from policyd.compiler import cel_protojson as pj
+from policyd.compiler.cel import compile_expression, standard_env
+from policyd.compiler.cel_types import (
+    BOOL,
+    BYTES,
+    DOUBLE,
+    DURATION,
+    DYN,
+    INT,
+    NULL,
+    STRING,
+    TIMESTAMP,
+    TYPE,
+    UINT,
+    CelType,
+    ListType,
+    MapType,
+)
+from policyd.errors import PolicydError
+
+_PRIMITIVES: dict[str, CelType] = {
+    "bool": BOOL,
+    "int": INT,
+    "uint": UINT,
+    "double": DOUBLE,
+    "string": STRING,
+    "bytes": BYTES,
+    "null_type": NULL,
+    "dyn": DYN,
+    "type": TYPE,
+    "timestamp": TIMESTAMP,
+    "duration": DURATION,
+    "google.protobuf.Timestamp": TIMESTAMP,
+    "google.protobuf.Duration": DURATION,
+}
+
+_TOKEN = re.compile(r"\s*([A-Za-z_.][A-Za-z0-9_.]*|[(),])")
+
+
+def parse_type(text: str) -> CelType:
+    """`int`, `list(string)`, `map(string, dyn)` ... -> CelType; raises PolicydError."""
+    tokens = _TOKEN.findall(text)
+    pos = 0
+
+    def one() -> CelType:
+        nonlocal pos
+        if pos >= len(tokens):
+            raise PolicydError(f"invalid type {text!r}")
+        name = tokens[pos]
+        pos += 1
+        if name in ("list", "map") and pos < len(tokens) and tokens[pos] == "(":
+            pos += 1
+            args = [one()]
+            while tokens[pos] == ",":
+                pos += 1
+                args.append(one())
+            if tokens[pos] != ")":
+                raise PolicydError(f"invalid type {text!r}")
+            pos += 1
+            if name == "list" and len(args) == 1:
+                return ListType(args[0])
+            if name == "map" and len(args) == 2:
+                return MapType(args[0], args[1])
+            raise PolicydError(f"invalid type {text!r}")
+        if name in _PRIMITIVES:
+            return _PRIMITIVES[name]
+        raise PolicydError(f"unknown type {name!r}")
+
+    try:
+        result = one()
+    except IndexError:
+        raise PolicydError(f"invalid type {text!r}") from None
+    if pos != len(tokens):
+        raise PolicydError(f"invalid type {text!r}")
+    return result
+
+
+def evaluate_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer one batch request: `{"value": ...}` or `{"error": ...}`; never raises."""
+    try:
+        if not isinstance(request, Mapping) or not isinstance(request.get("expr"), str):
+            return {"error": "request must be an object with a string 'expr'"}
+        raw_bindings = request.get("bindings") or {}
+        if not isinstance(raw_bindings, Mapping):
+            return {"error": "'bindings' must be an object"}
+        bindings = {str(k): pj.from_json(v) for k, v in raw_bindings.items()}
+        types: dict[str, CelType] = {name: pj.infer_type(v) for name, v in bindings.items()}
+        for name, t in (request.get("typeEnv") or {}).items():
+            types[str(name)] = parse_type(str(t))
+        env = standard_env(
+            types,
+            container=str(request.get("container") or ""),
+            macros=not bool(request.get("disableMacros", False)),
+        )
+        compiled = compile_expression(
+            request["expr"], env, check=not bool(request.get("disableCheck", False))
+        )
+        value = compiled.evaluate(bindings)
+        return {"value": pj.to_json(value)}
+    except PolicydError as e:
+        return {"error": str(e) or type(e).__name__}
+    except RecursionError:
+        return {"error": "expression nested too deeply"}
+    except Exception as e:  # noqa: BLE001 - a bad line must never stop the batch
+        return {"error": f"internal error: {type(e).__name__}: {e}"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
-    parser.add_argument("rest", nargs="*")
+    parser.add_argument("expr", nargs="?", help="CEL expression to evaluate")
+    parser.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="bind a variable to a JSON value (numbers: int when integral, else double)",
+    )
+    parser.add_argument("--batch", action="store_true", help="read JSON Lines requests from stdin")
+
+
+def _plain_json_to_cel(v: Any) -> Any:
+    if isinstance(v, bool) or v is None or isinstance(v, str | int | float):
+        return v
+    if isinstance(v, list):
+        return [_plain_json_to_cel(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain_json_to_cel(x) for k, x in v.items()}
+    return v
+
+
+def _display(v: Any) -> Any:
+    from policyd.compiler.cel_runtime import format_double, to_string
+    from policyd.compiler.cel_values import Duration, Timestamp, TypeValue, UInt
+
+    if isinstance(v, UInt):
+        return f"{int(v)}u"
+    if isinstance(v, bool) or v is None or isinstance(v, int | str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, float):
+        return format_double(v)
+    if isinstance(v, bytes):
+        return repr(v)[1:]
+    if isinstance(v, Timestamp | Duration):
+        return f"{type(v).__name__.lower()}({json.dumps(to_string(v))})"
+    if isinstance(v, TypeValue):
+        return v.name
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_display(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_display(k)}: {_display(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def _run_batch() -> int:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError as e:
+            answer: dict[str, Any] = {"error": f"invalid JSON: {e}"}
+        else:
+            answer = evaluate_request(request)
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
-    print("policyd eval: not implemented yet", file=sys.stderr)
-    return 2
+    if args.batch:
+        return _run_batch()
+    if not args.expr:
+        print("policyd eval: an expression (or --batch) is required", file=sys.stderr)
+        return 2
+    bindings: dict[str, Any] = {}
+    for item in args.var:
+        name, sep, text = item.partition("=")
+        if not sep:
+            print(f"policyd eval: --var needs NAME=JSON, got {item!r}", file=sys.stderr)
+            return 2
+        try:
+            bindings[name] = _plain_json_to_cel(json.loads(text))
+        except ValueError as e:
+            print(f"policyd eval: invalid JSON for {name}: {e}", file=sys.stderr)
+            return 2
+    try:
+        env = standard_env({k: pj.infer_type(v) for k, v in bindings.items()})
+        value = compile_expression(args.expr, env).evaluate(bindings)
+    except PolicydError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(_display(value))
+    return 0
