@@ -210,6 +210,8 @@ class _Generator:
                 return text
         text = self._resolve_name(e.name, scope)
         if text is None:
+            if self.check is None:
+                return f"{self._helper(rt.undeclared)}({e.name!r})"
             raise self._error(f"undeclared reference to '{e.name}'", e)
         return text
 
@@ -243,7 +245,11 @@ class _Generator:
             ]
             return f"{self._helper(rt.make_map)}([{', '.join(pairs)}])"
         if isinstance(e, ast.CreateMessage):
-            raise self._error(f"unknown message type '{e.type_name}'", e)
+            name = e.type_name.lstrip(".")
+            if name not in rt.MESSAGE_TYPES:
+                raise self._error(f"unknown message type '{e.type_name}'", e)
+            fields = ", ".join(f"{f.field!r}: {self.gen(f.value, scope, prelude, indent)}" for f in e.fields)
+            return f"{self._helper(rt.make_message)}({name!r}, {{{fields}}})"
         if isinstance(e, ast.Comprehension):
             return self._comprehension(e, scope, prelude, indent)
         raise self._error(f"unsupported expression {type(e).__name__}", e)  # pragma: no cover
@@ -326,7 +332,7 @@ class _Generator:
         if fn in ("_==_", "_!=_") and same:
             return f"({a} {'==' if fn == '_==_' else '!='} {b})"
         cmp = {"_<_": "<", "_<=_": "<=", "_>_": ">", "_>=_": ">="}.get(fn)
-        if cmp is not None and (same or (ta in (INT, UINT, DOUBLE) and tb in (INT, UINT, DOUBLE))):
+        if cmp is not None and (same or (ta in (INT, UINT) and tb in (INT, UINT))):
             return f"({a} {cmp} {b})"
         if fn == "_+_" and ta == tb and ta in (DOUBLE, STRING, BYTES):
             return f"({a} + {b})"
@@ -356,6 +362,8 @@ class _Generator:
             if decl is not None:
                 break
         if decl is None:
+            if self.check is None:
+                return f"{self._helper(rt.undeclared)}({fn!r})"
             raise self._error(f"undeclared reference to '{fn}'", e)
         candidates = tuple(o for o in decl.overloads if o.member == member and len(o.params) == len(args))
         if not candidates:

@@ -108,6 +108,68 @@ class Dispatcher:
         raise no_overload(self.name, *args)
 
 
+def undeclared(name: str) -> Any:
+    """Raise the runtime error of a reference to an undeclared variable or function."""
+    raise CelEvalError(f"undeclared reference to '{name}'")
+
+
+_WRAPPER_ZERO: dict[str, Any] = {
+    "google.protobuf.BoolValue": False,
+    "google.protobuf.BytesValue": b"",
+    "google.protobuf.DoubleValue": 0.0,
+    "google.protobuf.FloatValue": 0.0,
+    "google.protobuf.Int32Value": 0,
+    "google.protobuf.Int64Value": 0,
+    "google.protobuf.UInt32Value": UInt(0),
+    "google.protobuf.UInt64Value": UInt(0),
+    "google.protobuf.StringValue": "",
+}
+MESSAGE_TYPES = frozenset(
+    {
+        *_WRAPPER_ZERO,
+        "google.protobuf.Timestamp",
+        "google.protobuf.Duration",
+        "google.protobuf.Value",
+        "google.protobuf.Struct",
+        "google.protobuf.ListValue",
+    }
+)
+
+
+def make_message(type_name: str, fields: dict[str, Any]) -> Any:
+    """Construct a well-known protobuf message (`google.protobuf.Int64Value{value: 1}`) as a CEL value."""
+    if type_name in _WRAPPER_ZERO:
+        extra = set(fields) - {"value"}
+        if extra:
+            raise CelEvalError(f"no such field: {sorted(extra)[0]}")
+        value = fields.get("value", _WRAPPER_ZERO[type_name])
+        if type_name in ("google.protobuf.Int32Value",) and not -(2**31) <= value < 2**31:
+            raise CelEvalError("int32 overflow")
+        if type_name == "google.protobuf.UInt32Value" and not 0 <= value < 2**32:
+            raise CelEvalError("uint32 overflow")
+        if type_name == "google.protobuf.FloatValue" and isinstance(value, float):
+            import struct
+
+            try:
+                value = struct.unpack("f", struct.pack("f", value))[0]
+            except OverflowError:
+                value = math.copysign(math.inf, value)
+        return value
+    if type_name in ("google.protobuf.Timestamp", "google.protobuf.Duration"):
+        ns = int(fields.get("seconds", 0)) * 1_000_000_000 + int(fields.get("nanos", 0))
+        return Timestamp(ns) if type_name.endswith("Timestamp") else Duration(ns)
+    if type_name == "google.protobuf.Value":
+        for key in ("null_value", "number_value", "string_value", "bool_value", "struct_value", "list_value"):
+            if key in fields:
+                return None if key == "null_value" else fields[key]
+        return None
+    if type_name == "google.protobuf.Struct":
+        return dict(fields.get("fields", {}))
+    if type_name == "google.protobuf.ListValue":
+        return list(fields.get("values", []))
+    raise CelEvalError(f"unknown message type '{type_name}'")
+
+
 def no_overload(name: str, *args: Any) -> CelEvalError:
     """The `no such overload` error for a call of `name` on `args`."""
     kinds = ", ".join(type_name(a) for a in args)
@@ -360,6 +422,8 @@ def eq(a: Any, b: Any) -> bool:
     if _num(a):
         if not _num(b):
             return False
+        if ta is float or tb is float:
+            return float(a) == float(b)
         return bool(a == b)
     if ta is bool or tb is bool:
         return ta is tb and a == b
@@ -392,6 +456,8 @@ def _ordered(a: Any, b: Any, op: str) -> tuple[Any, Any]:
     if ta is tb and ta in _ORDERED_TYPES:
         return a, b
     if _num(a) and _num(b):
+        if ta is float or tb is float:
+            return float(a), float(b)
         return a, b
     raise no_overload(op, a, b)
 
