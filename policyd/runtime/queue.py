@@ -171,8 +171,11 @@ class SchedulingQueue:
 
     # --- updates from informers ---
 
-    def update(self, pod: PodViewLike) -> None:
-        """A queued pod changed: keep its place, drop it when bound or being deleted."""
+    def update(self, pod: PodViewLike, move: bool = True) -> None:
+        """A queued pod changed: keep its place, drop it when bound or being deleted.
+
+        `move`: the change may make a parked pod schedulable (a spec/metadata change, not status).
+        """
         with self._lock:
             qp = self._pods.get(pod.key)
             if qp is None:
@@ -181,7 +184,7 @@ class SchedulingQueue:
                 self._remove_locked(pod.key)
                 return
             qp.pod = pod
-            if self._where[pod.key] == "unschedulable":
+            if move and self._where[pod.key] == "unschedulable":
                 # a change to the pod itself may make it schedulable (kube-scheduler: PodUpdate)
                 self._move_locked(qp)
 

@@ -23,12 +23,35 @@ def next_generation() -> int:
 class PodViewLike(Protocol):
     """What the runtime reads of a `policyd.runtime.views.PodView`."""
 
-    key: str
-    uid: str
-    priority: int
-    node_name: str
-    deleting: bool
-    scheduler_name: str
+    @property
+    def key(self) -> str:
+        """`namespace/name`."""
+        ...
+
+    @property
+    def uid(self) -> str:
+        """metadata.uid."""
+        ...
+
+    @property
+    def priority(self) -> int:
+        """spec.priority (0 when unset)."""
+        ...
+
+    @property
+    def node_name(self) -> str:
+        """spec.nodeName ("" when pending)."""
+        ...
+
+    @property
+    def deleting(self) -> bool:
+        """metadata.deletionTimestamp is set."""
+        ...
+
+    @property
+    def scheduler_name(self) -> str:
+        """spec.schedulerName."""
+        ...
 
     @property
     def cel(self) -> Mapping[str, Any]:
@@ -53,11 +76,11 @@ class NodeStateLike(Protocol):
         """Replace the node object, keeping the pods."""
         ...
 
-    def add_pod(self, pod: Any) -> None:
+    def add_pod(self, pod: Any) -> Any:
         """Count `pod` against this node."""
         ...
 
-    def remove_pod(self, pod: Any) -> None:
+    def remove_pod(self, pod: Any) -> Any:
         """Stop counting `pod` against this node."""
         ...
 

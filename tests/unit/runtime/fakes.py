@@ -57,6 +57,10 @@ class FakePod:
             "nominatedNodeName": self.nominated_node_name,
         }
 
+    def with_node(self, node: str) -> FakePod:
+        """A copy assumed on `node` (PodView.with_node)."""
+        return self.on(node)
+
     def on(self, node: str) -> FakePod:
         """A copy bound to `node`."""
         return FakePod(**{**self.__dict__, "node_name": node})
@@ -204,3 +208,45 @@ def policy_set(*profiles: FakeProfile, generation: int = 1) -> CompiledPolicySet
         content_hash="fake",
         profiles={p.scheduler_name: p for p in profiles},  # type: ignore[misc]
     )
+
+
+def fake_pod_view(obj: Mapping[str, Any]) -> FakePod:
+    """PodView factory over raw pod dicts: cpu from the first container's request in millicores."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    containers = spec.get("containers") or [{}]
+    cpu = str(((containers[0].get("resources") or {}).get("requests") or {}).get("cpu", "0"))
+    milli = int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+    return FakePod(
+        name=meta["name"],
+        namespace=meta.get("namespace", "default"),
+        cpu=milli,
+        priority=int(spec.get("priority", 0)),
+        node_name=spec.get("nodeName", ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+        scheduler_name=spec.get("schedulerName", "default-scheduler"),
+        labels=dict(meta.get("labels") or {}),
+        uid=meta.get("uid", ""),
+        preemption_policy=spec.get("preemptionPolicy", "PreemptLowerPriority"),
+        nominated_node_name=status.get("nominatedNodeName", ""),
+    )
+
+
+def pod_obj(
+    name: str, cpu: str = "0", priority: int = 0, node: str = "", namespace: str = "default", **spec: Any
+) -> dict[str, Any]:
+    """A raw pod dict readable by fake_pod_view and the real views."""
+    body: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
+        "priority": priority,
+        **spec,
+    }
+    if node:
+        body["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+        "spec": body,
+    }

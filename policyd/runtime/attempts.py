@@ -1,0 +1,242 @@
+"""Attempt records and explanations, and kube-scheduler's user-facing texts.
+
+Every scheduling cycle leaves one `Attempt`: per node, per rule, what passed and failed and why; raw,
+normalised and weighted scores; the choice; the policy generation. The texts of events and of the
+PodScheduled condition follow kube-scheduler exactly (FitError.Error in framework/types.go and the
+DefaultPreemption PostFilter in framework/preemption/preemption.go).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policyd.compiler.plugins import FilterFailure, FilterResult, RuleRef
+from policyd.runtime.framework import NodeScore
+
+NO_NODE_AVAILABLE = "0/{n} nodes are available"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+
+
+def fit_error_message(
+    num_nodes: int, reasons: Mapping[str, Sequence[str]], pre_filter: str = "", post_filter: str = ""
+) -> str:
+    """`0/N nodes are available: <count> <reason>, ....` as kube-scheduler's FitError.Error()."""
+    msg = NO_NODE_AVAILABLE.format(n=num_nodes) + ":"
+    if pre_filter:
+        msg += f" {pre_filter}."
+    else:
+        histogram: Counter[str] = Counter()
+        for node_reasons in reasons.values():
+            for reason in node_reasons:
+                histogram[reason] += 1
+        parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
+        if parts:
+            msg += f" {', '.join(parts)}."
+    if post_filter:
+        msg += f" {post_filter}."
+    return msg
+
+
+def preemption_message(num_nodes: int, statuses: Mapping[str, Sequence[str]]) -> str:
+    """The PostFilter message of a failed preemption: `preemption: 0/N nodes are available: ...`."""
+    return "preemption: " + fit_error_message(num_nodes, statuses)
+
+
+def scheduled_message(pod_key: str, node: str) -> str:
+    """Text of the `Scheduled` event."""
+    return f"Successfully assigned {pod_key} to {node}"
+
+
+def preempted_message(preemptor_uid: str, node: str) -> str:
+    """Text of the `Preempted` event on a victim."""
+    return f"Preempted by pod {preemptor_uid} on node {node}"
+
+
+def unschedulable_condition(message: str) -> dict[str, str]:
+    """The PodScheduled=False condition kube-scheduler writes for an unschedulable pod."""
+    return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+
+
+def _rule_name(rule: RuleRef) -> str:
+    return f"{rule.policy}/{rule.name}"
+
+
+@dataclass
+class NodeRecord:
+    """What one attempt saw of one node."""
+
+    node: str
+    evaluated: bool
+    failure: FilterFailure | None = None
+    results: tuple[FilterResult, ...] = ()
+    score: NodeScore | None = None
+
+    @property
+    def feasible(self) -> bool:
+        """True when every filter passed."""
+        return self.evaluated and self.failure is None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON shape used by `explain --output json`."""
+        out: dict[str, Any] = {"node": self.node, "evaluated": self.evaluated, "feasible": self.feasible}
+        if self.failure is not None:
+            out["failure"] = {
+                "rule": _rule_name(self.failure.rule),
+                "reasons": list(self.failure.reasons),
+                "error": self.failure.error,
+                "unresolvable": self.failure.unresolvable,
+            }
+        if self.results:
+            out["filters"] = [
+                {"rule": _rule_name(r.rule), "passed": r.passed, "reasons": list(r.reasons), "error": r.error}
+                for r in self.results
+            ]
+        if self.score is not None:
+            out["score"] = {
+                "total": self.score.total,
+                "rules": [
+                    {
+                        "rule": _rule_name(s.rule),
+                        "raw": s.raw,
+                        "normalized": s.normalized,
+                        "weighted": s.weighted,
+                    }
+                    for s in self.score.rules
+                ],
+            }
+        return out
+
+
+@dataclass
+class Attempt:
+    """One scheduling cycle of one pod."""
+
+    pod: str
+    number: int
+    profile: str
+    generation: int
+    time: float
+    result: str = "unschedulable"  # scheduled | unschedulable | nominated | waiting | rejected | error
+    chosen: str | None = None
+    message: str = ""
+    nominated_node: str | None = None
+    victims: list[str] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)
+    filter_rules: tuple[RuleRef, ...] = ()
+    score_rules: tuple[RuleRef, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON shape used by `explain --output json`."""
+        return {
+            "pod": self.pod,
+            "attempt": self.number,
+            "profile": self.profile,
+            "policyGeneration": self.generation,
+            "result": self.result,
+            "node": self.chosen,
+            "message": self.message,
+            "nominatedNode": self.nominated_node,
+            "victims": list(self.victims),
+            "nodes": [n.to_json() for n in self.nodes],
+        }
+
+
+def build_node_records(
+    node_names: Iterable[str],
+    failures: Mapping[str, FilterFailure],
+    all_results: Mapping[str, Sequence[FilterResult]],
+    scores: Sequence[NodeScore],
+    evaluated: Iterable[str] | None = None,
+) -> list[NodeRecord]:
+    """One record per node of the snapshot, in snapshot order."""
+    by_node = {s.node: s for s in scores}
+    seen = set(evaluated) if evaluated is not None else None
+    records = []
+    for name in node_names:
+        was_evaluated = name in failures or name in by_node or name in all_results
+        if seen is not None:
+            was_evaluated = was_evaluated or name in seen
+        records.append(
+            NodeRecord(
+                node=name,
+                evaluated=was_evaluated,
+                failure=failures.get(name),
+                results=tuple(all_results.get(name, ())),
+                score=by_node.get(name),
+            )
+        )
+    return records
+
+
+class AttemptLog:
+    """Every attempt, by pod, in the order pods were first attempted (one lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_pod: dict[str, list[Attempt]] = {}
+
+    def add(self, attempt: Attempt) -> None:
+        """Record an attempt."""
+        with self._lock:
+            self._by_pod.setdefault(attempt.pod, []).append(attempt)
+
+    def for_pod(self, key: str) -> list[Attempt]:
+        """Attempts of one pod, oldest first."""
+        with self._lock:
+            return list(self._by_pod.get(key, ()))
+
+    def pods(self) -> list[str]:
+        """Pod keys in the order they were first attempted."""
+        with self._lock:
+            return list(self._by_pod)
+
+
+def explain_table(attempt: Attempt) -> str:
+    """A per-node, per-rule text table of one attempt."""
+    filters = [r.name for r in attempt.filter_rules]
+    scores = [r.name for r in attempt.score_rules]
+    header = ["NODE", *filters, *(f"{s} (raw/norm/w)" for s in scores), "TOTAL", ""]
+    rows: list[list[str]] = []
+    for rec in attempt.nodes:
+        results = {r.rule.name: r for r in rec.results}
+        cells = [rec.node]
+        for name in filters:
+            if name in results:
+                r = results[name]
+                cells.append("pass" if r.passed else "FAIL: " + "; ".join(r.reasons or (r.error or "",)))
+            elif rec.failure is not None and rec.failure.rule.name == name:
+                cells.append("FAIL: " + "; ".join(rec.failure.reasons))
+            elif not rec.evaluated:
+                cells.append("-")
+            elif rec.failure is None:
+                cells.append("pass")
+            else:
+                cells.append("")
+        parts = {s.rule.name: s for s in rec.score.rules} if rec.score else {}
+        for name in scores:
+            s = parts.get(name)
+            cells.append(f"{s.raw}/{s.normalized}/{s.weighted}" if s else "")
+        cells.append(str(rec.score.total) if rec.score else "")
+        cells.append("<- chosen" if rec.node == attempt.chosen else "")
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        f"pod {attempt.pod} attempt {attempt.number} (profile {attempt.profile}, policy generation "
+        f"{attempt.generation}): {attempt.result}" + (f" on {attempt.chosen}" if attempt.chosen else "")
+    ]
+    for row in [header, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if attempt.message:
+        lines.append(f"message: {attempt.message}")
+    if attempt.nominated_node:
+        lines.append(f"nominated node: {attempt.nominated_node}")
+    if attempt.victims:
+        lines.append("victims: " + ", ".join(attempt.victims))
+    return "\n".join(lines)

@@ -1,0 +1,560 @@
+"""The Scheduler: wiring of queue, cache, framework, preemption, permit and binder.
+
+`schedule_one` reads as the story of one pod (kube-scheduler's scheduleOne): pop, skip, snapshot,
+filter, preempt when nothing fits, score, select, assume, permit, bind asynchronously. Back-ends
+deliver cluster objects through the `EventHandler` methods from any thread; those events are queued
+and applied by the scheduling thread between cycles (docs/DESIGN.md "Snapshot"). `run` is the loop
+of `policyd run`; `run_until_settled` drives a fake clock for `policyd simulate`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policyd.compiler.plugins import (
+    EVENT_NODE_ADD,
+    EVENT_NODE_ALLOCATABLE,
+    EVENT_NODE_LABELS,
+    EVENT_NODE_OTHER,
+    EVENT_NODE_SPEC,
+    EVENT_NODE_TAINTS,
+    EVENT_POD_ASSIGNED_ADD,
+    EVENT_POD_ASSIGNED_DELETE,
+    EVENT_POD_ASSIGNED_UPDATE,
+    EVENT_POLICY_CHANGE,
+    CompiledPolicySet,
+    CompiledProfile,
+    PodEvaluator,
+)
+from policyd.errors import PolicydError
+from policyd.runtime.attempts import (
+    Attempt,
+    AttemptLog,
+    build_node_records,
+    fit_error_message,
+    preempted_message,
+    scheduled_message,
+    unschedulable_condition,
+)
+from policyd.runtime.backend import BindError, ClusterBackend, KubeObject
+from policyd.runtime.binder import DEFAULT_BIND_WORKERS, Binder
+from policyd.runtime.cache import DEFAULT_ASSUMED_TTL, Cache, NodeFactory
+from policyd.runtime.clock import Clock, FakeClock, RealClock
+from policyd.runtime.framework import ProfileRunner, ScheduleResult, reasons_by_node
+from policyd.runtime.pdb import BudgetIndex
+from policyd.runtime.permit import Permits, WaitingPod
+from policyd.runtime.preemption import Candidate, find_preemption
+from policyd.runtime.queue import QueueConfig, QueuedPod, SchedulingQueue
+from policyd.runtime.snapshot import PodViewLike, Snapshot
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROFILE = "policyd"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
+
+PodViewFactory = Callable[[KubeObject], PodViewLike]
+ClusterViewFactory = Callable[[Snapshot], Any]
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    """Knobs of one Scheduler."""
+
+    # schedule pods whose schedulerName matches no profile with the default profile (simulate: True)
+    adopt_unknown_schedulers: bool = False
+    percentage_of_nodes_to_score: int = 0  # 0: kube-scheduler's adaptive formula
+    queue: QueueConfig = field(default_factory=QueueConfig)
+    bind_workers: int = DEFAULT_BIND_WORKERS
+    seed: int | None = None
+    explain: bool = False  # record every filter rule's verdict on every node (filter_all)
+    assumed_ttl: float = DEFAULT_ASSUMED_TTL
+    max_attempts: int = 0  # 0: retry forever; else a pod failing that often is given up (simulate)
+
+
+def _default_pod_view() -> PodViewFactory:
+    from policyd.runtime import views
+
+    return views.pod_view
+
+
+def _default_node_state() -> NodeFactory:
+    from policyd.runtime import views
+
+    return views.node_state
+
+
+def _default_cluster_view() -> ClusterViewFactory:
+    try:
+        from policyd.runtime.cluster_view import ClusterView
+    except ImportError:  # the semantics module is not there yet: rules see the snapshot itself
+        return lambda snapshot: snapshot
+    return ClusterView
+
+
+def _node_change_events(old: KubeObject, new: KubeObject) -> list[str]:
+    """Map a node update onto the event kinds of `wake_events`."""
+    events = []
+    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
+    os_, ns = old.get("spec") or {}, new.get("spec") or {}
+    ost, nst = old.get("status") or {}, new.get("status") or {}
+    if om.get("labels") != nm.get("labels"):
+        events.append(EVENT_NODE_LABELS)
+    if os_.get("taints") != ns.get("taints"):
+        events.append(EVENT_NODE_TAINTS)
+    if ost.get("allocatable") != nst.get("allocatable"):
+        events.append(EVENT_NODE_ALLOCATABLE)
+    if {k: v for k, v in os_.items() if k != "taints"} != {k: v for k, v in ns.items() if k != "taints"}:
+        events.append(EVENT_NODE_SPEC)
+    if om.get("annotations") != nm.get("annotations") or {
+        k: v for k, v in ost.items() if k != "allocatable"
+    } != {k: v for k, v in nst.items() if k != "allocatable"}:
+        events.append(EVENT_NODE_OTHER)
+    return events
+
+
+def _spec_changed(old: KubeObject, new: KubeObject) -> bool:
+    """True when a pod changed beyond its status and bookkeeping fields (kube-scheduler isPodUpdated)."""
+
+    def strip(obj: KubeObject) -> dict[str, Any]:
+        meta = {
+            k: v
+            for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "generation", "managedFields")
+        }
+        return {"metadata": meta, "spec": obj.get("spec")}
+
+    return strip(old) != strip(new)
+
+
+class Scheduler:
+    """Schedules the pending pods a back-end delivers, with the profiles of a compiled policy set."""
+
+    def __init__(
+        self,
+        policies: CompiledPolicySet,
+        backend: ClusterBackend,
+        *,
+        clock: Clock | None = None,
+        options: SchedulerOptions | None = None,
+        pod_view: PodViewFactory | None = None,
+        node_state: NodeFactory | None = None,
+        cluster_view: ClusterViewFactory | None = None,
+    ) -> None:
+        self.options = options or SchedulerOptions()
+        self.clock: Clock = clock or RealClock()
+        self.backend = backend
+        self._policies = policies
+        self._pod_view = pod_view or _default_pod_view()
+        self._cluster_view = cluster_view or _default_cluster_view()
+        self.queue = SchedulingQueue(self.clock, self.options.queue)
+        self.cache = Cache(node_state or _default_node_state(), self.clock, ttl=self.options.assumed_ttl)
+        self.snapshot = Snapshot()
+        self.budgets = BudgetIndex()
+        self.permits = Permits(self.clock)
+        self.binder = Binder(backend, self.options.bind_workers)
+        self.attempts = AttemptLog()
+        self.victims: list[str] = []
+        self.given_up: set[str] = set()
+        self._rng = random.Random(self.options.seed)
+        self._runner = ProfileRunner(self._rng, self.options.percentage_of_nodes_to_score)
+        self._inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
+        self._inbox_lock = threading.Condition()
+        self.synced = threading.Event()
+
+    # ------------------------------------------------------------------ profiles
+
+    @property
+    def policies(self) -> CompiledPolicySet:
+        """The compiled policy set in use."""
+        return self._policies
+
+    def profile_for(self, pod: PodViewLike) -> CompiledProfile | None:
+        """The profile scheduling `pod` (by spec.schedulerName), or None when it is not ours."""
+        profiles = self._policies.profiles
+        profile = profiles.get(pod.scheduler_name or DEFAULT_SCHEDULER_NAME)
+        if profile is None and self.options.adopt_unknown_schedulers and profiles:
+            profile = profiles.get(DEFAULT_PROFILE) or next(iter(profiles.values()))
+        return profile
+
+    def set_policies(self, policies: CompiledPolicySet) -> None:
+        """Switch to a new policy generation; every parked pod is retried (thread-safe)."""
+        self._post(self._apply_policies, policies)
+
+    def _apply_policies(self, policies: CompiledPolicySet) -> None:
+        self._policies = policies
+        self.queue.set_profiles(self.profile_for)
+        self.queue.move_on_event(EVENT_POLICY_CHANGE)
+
+    # ------------------------------------------------------------------ event handler (any thread)
+
+    def on_node_add(self, obj: KubeObject) -> None:
+        """A node appeared."""
+        self._post(self._node_added, obj)
+
+    def on_node_update(self, old: KubeObject, new: KubeObject) -> None:
+        """A node changed."""
+        self._post(self._node_updated, old, new)
+
+    def on_node_delete(self, obj: KubeObject) -> None:
+        """A node went away."""
+        self._post(self._node_deleted, obj)
+
+    def on_pod_add(self, obj: KubeObject) -> None:
+        """A pod appeared."""
+        self._post(self._pod_added, obj)
+
+    def on_pod_update(self, old: KubeObject, new: KubeObject) -> None:
+        """A pod changed."""
+        self._post(self._pod_updated, old, new)
+
+    def on_pod_delete(self, obj: KubeObject) -> None:
+        """A pod went away."""
+        self._post(self._pod_deleted, obj)
+
+    def on_pdb_add(self, obj: KubeObject) -> None:
+        """A PodDisruptionBudget appeared."""
+        self._post(self.budgets.upsert, obj)
+
+    def on_pdb_update(self, old: KubeObject, new: KubeObject) -> None:
+        """A PodDisruptionBudget changed."""
+        self._post(self.budgets.upsert, new)
+
+    def on_pdb_delete(self, obj: KubeObject) -> None:
+        """A PodDisruptionBudget went away."""
+        self._post(self.budgets.remove, obj)
+
+    def on_synced(self) -> None:
+        """The back-end delivered its initial list."""
+        self._post(lambda: self.synced.set())
+
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._inbox_lock:
+            self._inbox.append((fn, args))
+            self._inbox_lock.notify_all()
+
+    def apply_events(self) -> int:
+        """Apply queued cluster events (scheduling thread only); returns how many."""
+        applied = 0
+        while True:
+            with self._inbox_lock:
+                if not self._inbox:
+                    return applied
+                fn, args = self._inbox.popleft()
+            try:
+                fn(*args)
+            except PolicydError as exc:
+                log.warning("event rejected error=%s", exc)
+            applied += 1
+
+    # ------------------------------------------------------------------ applying events
+
+    def _node_added(self, obj: KubeObject) -> None:
+        self.cache.add_node(obj)
+        self.queue.move_on_event(EVENT_NODE_ADD)
+
+    def _node_updated(self, old: KubeObject, new: KubeObject) -> None:
+        self.cache.update_node(new)
+        for kind in _node_change_events(old, new):
+            self.queue.move_on_event(kind)
+
+    def _node_deleted(self, obj: KubeObject) -> None:
+        self.cache.remove_node(obj["metadata"]["name"])
+
+    def _pod_added(self, obj: KubeObject) -> None:
+        pod = self._pod_view(obj)
+        if pod.node_name:
+            self._assigned_pod_added(pod)
+            return
+        profile = self.profile_for(pod)
+        if profile is not None and not self._in_cycle(pod.key):
+            self.queue.add(pod, profile)
+
+    def _assigned_pod_added(self, pod: PodViewLike) -> None:
+        self.queue.delete(pod.key)
+        self.cache.add_pod(pod)
+        self.queue.move_on_event(EVENT_POD_ASSIGNED_ADD)
+
+    def _pod_updated(self, old: KubeObject, new: KubeObject) -> None:
+        pod = self._pod_view(new)
+        was_assigned = bool((old.get("spec") or {}).get("nodeName"))
+        if pod.node_name:
+            if not was_assigned:
+                self._assigned_pod_added(pod)
+            else:
+                self.cache.update_pod(pod)
+                self.queue.move_on_event(EVENT_POD_ASSIGNED_UPDATE)
+            return
+        if pod.deleting:
+            self._pending_pod_gone(pod.key)
+            return
+        if self._in_cycle(pod.key):
+            return  # our own writes (nomination, conditions) on a pod we are placing
+        if self.queue.get(pod.key) is not None:
+            self.queue.update(pod, move=_spec_changed(old, new))
+            return
+        profile = self.profile_for(pod)
+        if profile is not None and pod.key not in self.given_up:
+            self.queue.add(pod, profile)
+
+    def _pod_deleted(self, obj: KubeObject) -> None:
+        key = f"{(obj.get('metadata') or {}).get('namespace', 'default')}/{obj['metadata']['name']}"
+        cached = self.cache.pod(key)
+        if cached is not None and not self.cache.is_assumed(key):
+            self.cache.remove_pod(key)
+            self.queue.move_on_event(EVENT_POD_ASSIGNED_DELETE)
+            return
+        self._pending_pod_gone(key)
+
+    def _pending_pod_gone(self, key: str) -> None:
+        self.queue.delete(key)
+        for waiting in self.permits.reject_pod(key):
+            self._reject_waiting(waiting, "pod of the group was deleted")
+        self.cache.forget(key)
+
+    def _in_cycle(self, key: str) -> bool:
+        return self.cache.is_assumed(key) or self.permits.is_waiting(key)
+
+    # ------------------------------------------------------------------ the cycle
+
+    def schedule_one(self) -> bool:
+        """Schedule the next pod of the active queue; False when there is none."""
+        self.apply_events()
+        queued = self.queue.pop()
+        if queued is None:
+            return False
+        pod = queued.pod
+        if pod.deleting or pod.node_name or self.cache.pod(pod.key) is not None:
+            self.queue.done(pod.key)
+            return True
+        profile = queued.profile
+        self.cache.update_snapshot(self.snapshot)
+        snapshot = self.snapshot
+        attempt = Attempt(
+            pod=pod.key,
+            number=queued.attempts,
+            profile=profile.scheduler_name,
+            generation=self._policies.generation,
+            time=self.clock.now(),
+            filter_rules=tuple(profile.filters),
+            score_rules=tuple(s.rule for s in profile.scores),
+        )
+        try:
+            result = self._find_node(profile, pod, snapshot)
+        except PolicydError as exc:
+            attempt.result, attempt.message = "error", str(exc)
+            self.attempts.add(attempt)
+            log.warning("scheduling error pod=%s error=%s", pod.key, exc)
+            self.queue.add_backoff(queued)
+            return True
+        attempt.nodes = build_node_records(
+            snapshot.node_names(), result.failures, result.all_results, result.scores
+        )
+        if result.node is None:
+            self._handle_unschedulable(queued, profile, snapshot, result, attempt)
+        else:
+            attempt.chosen, attempt.result = result.node, "scheduled"
+            self.attempts.add(attempt)
+            self._assume_and_permit(queued, profile, result.node)
+        return True
+
+    def _evaluator(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> PodEvaluator:
+        return profile.evaluator(pod.cel, self._cluster_view(snapshot))
+
+    def _find_node(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> ScheduleResult:
+        cluster = self._cluster_view(snapshot)
+        evaluator = profile.evaluator(pod.cel, cluster)
+        nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
+        return self._runner.schedule(
+            profile,
+            evaluator,
+            pod,
+            snapshot.nodes(),
+            self.queue.nominated_pods,
+            nominated_node=snapshot.node(nominated) if nominated else None,
+            explain=self.options.explain,
+            cluster=cluster,
+        )
+
+    def _handle_unschedulable(
+        self,
+        queued: QueuedPod,
+        profile: CompiledProfile,
+        snapshot: Snapshot,
+        result: ScheduleResult,
+        attempt: Attempt,
+    ) -> None:
+        pod = queued.pod
+        if len(snapshot) == 0:
+            message = NO_NODES_MESSAGE
+        else:
+            outcome = find_preemption(
+                profile,
+                pod,
+                snapshot,
+                result.failures,
+                lambda snap: self._evaluator(profile, pod, snap),
+                self.queue.nominated_pods,
+                self.budgets.all(),
+                self.cache.all_pods(),
+            )
+            if outcome.candidate is not None:
+                self._prepare_candidate(pod, outcome.candidate)
+                attempt.result = "nominated"
+                attempt.nominated_node = outcome.candidate.node
+                attempt.victims = [v.key for v in outcome.candidate.victims]
+            message = fit_error_message(
+                len(snapshot), reasons_by_node(result.failures), post_filter=outcome.message
+            )
+        attempt.message = message
+        self.attempts.add(attempt)
+        log.info("unschedulable pod=%s attempt=%d message=%r", pod.key, queued.attempts, message)
+        self.backend.record_event(pod, "Warning", "FailedScheduling", message)
+        self.backend.patch_pod_scheduled(pod, unschedulable_condition(message))
+        self._requeue_unschedulable(queued, {f.rule for f in result.failures.values()})
+
+    def _requeue_unschedulable(self, queued: QueuedPod, rules: set[Any]) -> None:
+        limit = self.options.max_attempts
+        if limit and queued.attempts >= limit:
+            self.given_up.add(queued.key)
+            self.queue.done(queued.key)
+            return
+        self.queue.add_unschedulable(queued, rules)
+
+    def _prepare_candidate(self, pod: PodViewLike, candidate: Candidate) -> None:
+        """Evict the victims, clear weaker nominations on the node, nominate the preemptor."""
+        for victim in candidate.victims:
+            self.backend.record_event(
+                victim, "Normal", "Preempted", preempted_message(pod.uid, candidate.node)
+            )
+            self.backend.delete_pod(victim, None)
+            self.victims.append(victim.key)
+        for other in self.queue.nominated_pods(candidate.node):
+            if other.key != pod.key and other.priority < pod.priority:
+                self.queue.clear_nomination(other.key)
+                self.backend.set_nominated_node(other, None)
+        self.queue.nominate(pod, candidate.node)
+        self.backend.set_nominated_node(pod, candidate.node)
+        log.info("preempting pod=%s node=%s victims=%d", pod.key, candidate.node, len(candidate.victims))
+
+    def _assume_and_permit(self, queued: QueuedPod, profile: CompiledProfile, node: str) -> None:
+        assumed = queued.pod.with_node(node)  # type: ignore[attr-defined]
+        self.cache.assume(assumed, node)
+        self.queue.clear_nomination(queued.key)
+        decision = self.permits.permit(profile, assumed.cel, queued.key, node, (queued, assumed))
+        if decision.status == "wait":
+            log.info("permit waiting pod=%s node=%s", queued.key, node)
+            return
+        for waiting in decision.released:
+            released_queued, released_pod = waiting.payload
+            self._bind(released_queued, released_pod, waiting.node)
+        self._bind(queued, assumed, node)
+
+    def _bind(self, queued: QueuedPod, assumed: PodViewLike, node: str) -> None:
+        self.binder.submit(assumed, node, lambda pod, n, err: self._bind_done(queued, pod, n, err))
+
+    def _bind_done(self, queued: QueuedPod, pod: PodViewLike, node: str, error: Exception | None) -> None:
+        """Called on a binder worker when the bind returned."""
+        if error is None:
+            self.cache.finish_binding(pod.key)
+            self.queue.done(pod.key)
+            self.backend.record_event(pod, "Normal", "Scheduled", scheduled_message(pod.key, node))
+            return
+        self.cache.forget(pod.key)
+        self.backend.record_event(pod, "Warning", "FailedScheduling", f"Binding rejected: {error}")
+        if isinstance(error, BindError) and not error.retry:
+            self.queue.done(pod.key)
+        else:
+            self.queue.add_backoff(queued)
+
+    def _reject_waiting(self, waiting: WaitingPod, why: str) -> None:
+        queued, pod = waiting.payload
+        self.cache.forget(waiting.key)
+        message = f"{why} at permit {waiting.rule.name}"
+        self.attempts.add(
+            Attempt(
+                pod=waiting.key,
+                number=queued.attempts,
+                profile=queued.profile.scheduler_name,
+                generation=self._policies.generation,
+                time=self.clock.now(),
+                result="rejected",
+                message=message,
+            )
+        )
+        if not pod.deleting:
+            self.backend.record_event(pod, "Warning", "FailedScheduling", message)
+        self._requeue_unschedulable(queued, {waiting.rule})
+
+    # ------------------------------------------------------------------ housekeeping and loops
+
+    def housekeeping(self) -> None:
+        """Periodic work: queue flushes, assumed-pod expiry, permit timeouts."""
+        self.queue.flush()
+        self.cache.cleanup_expired()
+        for waiting in self.permits.expire():
+            self._reject_waiting(waiting, f"rejected due to timeout after waiting {waiting.timeout:g}s")
+
+    def run(self, stop: threading.Event, idle_wait: float = 0.1) -> None:
+        """The scheduling loop of `policyd run`, until `stop` is set."""
+        while not stop.is_set():
+            self.housekeeping()
+            if not self.schedule_one():
+                with self._inbox_lock:
+                    if not self._inbox:
+                        self._inbox_lock.wait(idle_wait)
+        self.queue.close()
+        self.binder.shutdown()
+
+    def run_until_settled(
+        self, max_cycles: int = 1_000_000, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Schedule until nothing is left to try, skipping waits on the fake clock; returns cycles run."""
+        if not isinstance(self.clock, FakeClock):
+            raise TypeError("run_until_settled needs a FakeClock")
+        cycles = 0
+        while cycles < max_cycles:
+            self.apply_events()
+            for waiting in self.permits.expire():
+                self._reject_waiting(waiting, f"rejected due to timeout after waiting {waiting.timeout:g}s")
+            self.queue.flush_backoff()
+            if self.schedule_one():
+                cycles += 1
+                self.binder.wait_idle()  # determinism: bind results land before the next cycle
+                if progress is not None:
+                    progress(cycles)
+                continue
+            self.binder.wait_idle()
+            if self.apply_events():
+                continue
+            wake = [
+                t for t in (self.queue.next_backoff_expiry(), self.permits.next_deadline()) if t is not None
+            ]
+            if not wake:
+                break
+            self.clock.advance_to(min(wake))
+        return cycles
+
+    def unschedulable(self) -> list[str]:
+        """Keys of pods parked as unschedulable or given up."""
+        parked = {qp.key for qp in self.queue.unschedulable_pods()}
+        return sorted(parked | self.given_up)
+
+    def nominated_pods_on(self, node: str) -> Sequence[PodViewLike]:
+        """Pods nominated to `node` (for explanations)."""
+        return self.queue.nominated_pods(node)
+
+    def describe(self) -> Mapping[str, Any]:
+        """Queue sizes and in-flight work (debug, metrics)."""
+        return {
+            **self.queue.pending(),
+            "binding": self.binder.in_flight(),
+            "waiting": len(self.permits.waiting()),
+            "nodes": self.cache.node_count(),
+        }
