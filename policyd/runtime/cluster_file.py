@@ -1,0 +1,262 @@
+"""Load cluster objects from a file: `kubectl get nodes,pods,pdb,priorityclasses -A -o yaml` output,
+a `kind: List` (or `PodList`, `NodeList`, ... as the API returns), multi-document YAML, or JSON.
+
+Objects stay raw API dicts (views are built by the cache); the loader only applies what the API server
+would have done on admission: the default namespace, and the Priority admission plugin (spec.priority
+and spec.preemptionPolicy from the pod's PriorityClass, or the globalDefault class).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from policyd.errors import ClusterDataError
+
+__all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+# Built-in classes that exist in every cluster (kube-apiserver creates them).
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+
+_KINDS = {
+    "Node": "nodes",
+    "Pod": "pods",
+    "PodDisruptionBudget": "pdbs",
+    "PriorityClass": "priority_classes",
+}
+
+
+@dataclass(frozen=True)
+class ClusterObjects:
+    """The objects of a cluster file, by kind, in file order (raw Kubernetes dicts)."""
+
+    nodes: tuple[Obj, ...] = ()
+    pods: tuple[Obj, ...] = ()
+    pdbs: tuple[Obj, ...] = ()
+    priority_classes: tuple[Obj, ...] = ()
+    source: str = "<objects>"
+
+
+# -- YAML with line numbers and without timestamp conversion -------------------------------------
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """A safe loader that keeps timestamps as strings and remembers where each mapping starts."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.lines: dict[int, int] = {}
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping = super().construct_mapping(node, deep=True)
+        self.lines[id(mapping)] = node.start_mark.line + 1
+        return mapping
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_mapping)
+
+
+@dataclass(frozen=True)
+class _Located:
+    """An object with where it came from, for error messages."""
+
+    obj: Any
+    where: str
+
+
+def _documents(text: str, source: str) -> Iterator[_Located]:
+    """The top-level documents of a YAML or JSON text."""
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ClusterDataError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+        yield _Located(doc, source)
+        return
+    loader = _Loader(text)
+    try:
+        index = 0
+        while loader.check_data():
+            doc = loader.get_data()
+            index += 1
+            if doc is None:
+                continue
+            line = loader.lines.get(id(doc))
+            where = f"{source}:{line}" if line else f"{source} (document {index})"
+            yield from _with_lines(doc, where, loader.lines, source)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        at = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+        problem = getattr(e, "problem", None) or str(e)
+        raise ClusterDataError(f"{at}: invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+def _with_lines(doc: Any, where: str, lines: Mapping[int, int], source: str) -> Iterator[_Located]:
+    """Attach line numbers to a document's items while the loader's line table is valid."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("items"), list):
+        items = [
+            _Located(item, f"{source}:{lines[id(item)]}" if id(item) in lines else f"{where} items[{i}]")
+            for i, item in enumerate(doc["items"])
+        ]
+        yield _Located({**doc, "items": items}, where)
+    else:
+        yield _Located(doc, where)
+
+
+def _objects(located: _Located, default_kind: str | None = None) -> Iterator[_Located]:
+    """Flatten lists (`kind: List`, `XList`, a bare JSON array) into single objects."""
+    doc = located.obj
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            yield from _objects(_Located(item, f"{located.where} [{i}]"))
+        return
+    if not isinstance(doc, Mapping):
+        raise ClusterDataError(f"{located.where}: expected a Kubernetes object, got {type(doc).__name__}")
+    kind = doc.get("kind") or default_kind
+    if "items" in doc and (kind is None or str(kind).endswith("List")):
+        item_kind = str(kind)[: -len("List")] if kind and kind != "List" else None
+        for i, item in enumerate(doc.get("items") or []):
+            inner = item if isinstance(item, _Located) else _Located(item, f"{located.where} items[{i}]")
+            yield from _objects(inner, item_kind or None)
+        return
+    if not kind:
+        raise ClusterDataError(f"{located.where}: object without kind")
+    if default_kind and "kind" not in doc:
+        doc = {"kind": default_kind, **doc}
+    yield _Located(doc, located.where)
+
+
+def _check_object(obj: Mapping[str, Any], where: str) -> Obj:
+    """Validate the metadata every object needs; pods get the default namespace."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ClusterDataError(f"{where}: {obj.get('kind')} without metadata.name")
+    out = dict(obj)
+    if out["kind"] in ("Pod", "PodDisruptionBudget") and not meta.get("namespace"):
+        out["metadata"] = {**meta, "namespace": "default"}
+    return out
+
+
+def _object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name` for namespaced objects, `name` otherwise."""
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns and obj["kind"] in ("Pod", "PodDisruptionBudget") else meta["name"]
+
+
+def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str]) -> list[Obj]:
+    """The Priority admission plugin: resolve spec.priority / preemptionPolicy from PriorityClasses."""
+    values: dict[str, tuple[int, str | None]] = {
+        name: (value, None) for name, value in SYSTEM_PRIORITY_CLASSES.items()
+    }
+    default: str | None = None
+    for pc in classes:
+        name = pc["metadata"]["name"]
+        value = pc.get("value")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ClusterDataError(f"priority class {name}: value must be an integer, got {value!r}")
+        values[name] = (value, pc.get("preemptionPolicy"))
+        if pc.get("globalDefault"):
+            if default is not None:
+                raise ClusterDataError(f"priority classes {default} and {name} are both globalDefault")
+            default = name
+    out: list[Obj] = []
+    for i, pod in enumerate(pods):
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping) or spec.get("priority") is not None:
+            out.append(pod)
+            continue
+        class_name = spec.get("priorityClassName") or default
+        spec = dict(spec)
+        if class_name is None:
+            spec["priority"] = 0
+        elif class_name not in values:
+            key = _object_key(pod)
+            raise ClusterDataError(f"{where[i]}: pod {key}: no PriorityClass named {class_name!r}")
+        else:
+            spec["priorityClassName"] = class_name
+            spec["priority"], policy = values[class_name]
+            if spec.get("preemptionPolicy") is None:
+                spec["preemptionPolicy"] = policy or "PreemptLowerPriority"
+        out.append({**pod, "spec": spec})
+    return out
+
+
+def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
+    """Sort objects by kind (file order kept), check names and duplicates, resolve priorities."""
+    buckets: dict[str, list[Obj]] = {attr: [] for attr in _KINDS.values()}
+    pod_where: dict[int, str] = {}
+    seen: dict[tuple[str, str], str] = {}
+    ignored: Counter[str] = Counter()
+    for loc in located:
+        kind = str(loc.obj.get("kind"))
+        attr = _KINDS.get(kind)
+        if attr is None:
+            ignored[kind] += 1
+            continue
+        obj = _check_object(loc.obj, loc.where)
+        key = (kind, _object_key(obj))
+        if key in seen:
+            raise ClusterDataError(f"{loc.where}: duplicate {kind} {key[1]} (first at {seen[key]})")
+        seen[key] = loc.where
+        if attr == "pods":
+            pod_where[len(buckets["pods"])] = loc.where
+        buckets[attr].append(obj)
+    for kind, count in sorted(ignored.items()):
+        log.info("cluster file: ignored objects file=%s kind=%s count=%d", source, kind, count)
+    pods = _apply_priority(buckets["pods"], buckets["priority_classes"], pod_where)
+    return ClusterObjects(
+        nodes=tuple(buckets["nodes"]),
+        pods=tuple(pods),
+        pdbs=tuple(buckets["pdbs"]),
+        priority_classes=tuple(buckets["priority_classes"]),
+        source=source,
+    )
+
+
+def load_cluster_text(text: str, source: str = "<input>") -> ClusterObjects:
+    """Load cluster objects from YAML or JSON text; errors name `source` and the line."""
+    located: list[_Located] = []
+    for doc in _documents(text, source):
+        located.extend(_objects(doc))
+    return _classify(located, source)
+
+
+def load_cluster(path: str) -> ClusterObjects:
+    """Load cluster objects from a YAML or JSON file; raises ClusterDataError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ClusterDataError(f"{path}: cannot read cluster file: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise ClusterDataError(f"{path}: not UTF-8 text: {e.reason}") from None
+    return load_cluster_text(text, path)
+
+
+def cluster_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>") -> ClusterObjects:
+    """Build `ClusterObjects` from in-memory objects (as the loader would from a file)."""
+    located: list[_Located] = []
+    for i, obj in enumerate(objects):
+        located.extend(_objects(_Located(dict(obj), f"{source} [{i}]")))
+    return _classify(located, source)
