@@ -45,6 +45,8 @@ from policyd.compiler.cel_types import (
     STRING,
     UINT,
     CelType,
+    DynType,
+    ErrorType,
     ListType,
     MapType,
     ObjectType,
@@ -348,6 +350,8 @@ class _Generator:
         self, e: ast.Call, fn: str, args: list[str], *, member: bool, arg_nodes: list[ast.Expr]
     ) -> str:
         overload = self._resolved_overload(e, fn)
+        if overload is not None and any(self._is_dynamic(self._type(a)) for a in arg_nodes):
+            overload = None
         if overload is not None and overload.impl is not None:
             name = self._add_global(f"o_{_safe(overload.id)}", overload.impl)
             return f"{name}({', '.join(args)})"
@@ -374,6 +378,10 @@ class _Generator:
         dispatcher = rt.Dispatcher(fn, candidates)
         name = self._add_global(f"d_{_safe(fn)}_{'m' if member else 'g'}{len(args)}", dispatcher)
         return f"{name}({', '.join(args)})"
+
+    def _is_dynamic(self, t: CelType | None) -> bool:
+        """True when a checked type leaves the runtime type open (dyn, unknown)."""
+        return t is None or isinstance(t, DynType | ErrorType)
 
     def _resolved_overload(self, e: ast.Call, fn: str) -> Overload | None:
         if self.check is None:
