@@ -16,14 +16,13 @@ from typing import Any
 
 from policyd.compiler import k8s_types as kt
 from policyd.compiler.cel_types import (
-    BOOL,
     INT,
-    STRING,
     TIMESTAMP,
     CelType,
     ListType,
     MapType,
     ObjectType,
+    PrimitiveType,
 )
 from policyd.compiler.cel_values import Timestamp
 from policyd.errors import CelEvalError, ClusterDataError
@@ -108,56 +107,97 @@ def normalized_image_name(name: str) -> str:
 # typed projection of raw objects onto the declared Kubernetes shapes
 
 
+class _Mismatch(Exception):
+    """A value does not fit its declared type; `path` is filled in while unwinding."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+
 def _project(value: Any, t: CelType, where: str) -> Any:
     """Convert a raw JSON value to the runtime representation of declared type `t`."""
-    if t == STRING:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, int | float):
-            return str(value)
-        raise ClusterDataError(f"{where}: expected a string, got {type(value).__name__}")
-    if t == INT:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ClusterDataError(f"{where}: expected an integer, got {value!r}")
-    if t == BOOL:
-        if isinstance(value, bool):
-            return value
-        raise ClusterDataError(f"{where}: expected a boolean, got {value!r}")
-    if t == TIMESTAMP:
-        if isinstance(value, datetime):
-            return cel_timestamp(_datetime_ns(value))
-        if not isinstance(value, str):
-            raise ClusterDataError(f"{where}: expected an RFC 3339 timestamp, got {value!r}")
-        try:
-            return cel_timestamp(parse_time(value))
-        except (ValueError, CelEvalError) as e:
-            raise ClusterDataError(f"{where}: {e}") from None
-    if isinstance(t, ListType):
-        if not isinstance(value, list | tuple):
-            raise ClusterDataError(f"{where}: expected a list, got {type(value).__name__}")
-        return [_project(v, t.elem, f"{where}[{i}]") for i, v in enumerate(value) if v is not None]
-    if isinstance(t, MapType):
-        if not isinstance(value, Mapping):
-            raise ClusterDataError(f"{where}: expected a map, got {type(value).__name__}")
-        return {
-            _project(k, t.key, where): _project(v, t.value, f"{where}.{k}")
-            for k, v in value.items()
-            if v is not None
-        }
+    try:
+        return _convert(value, t)
+    except _Mismatch as e:
+        raise ClusterDataError(f"{where}{''.join(reversed(e.path))}: {e.message}") from None
+
+
+def _convert(value: Any, t: CelType) -> Any:
+    """`_project` without error context (added by the caller while unwinding)."""
+    if isinstance(t, PrimitiveType):
+        name = t.name
+        if name == "string":
+            if isinstance(value, str):
+                return value
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            if isinstance(value, int | float):
+                return str(value)
+            raise _Mismatch(f"expected a string, got {type(value).__name__}")
+        if name == "int":
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise _Mismatch(f"expected an integer, got {value!r}")
+        if name == "bool":
+            if isinstance(value, bool):
+                return value
+            raise _Mismatch(f"expected a boolean, got {value!r}")
+        if t == TIMESTAMP:
+            if isinstance(value, datetime):
+                return cel_timestamp(_datetime_ns(value))
+            if not isinstance(value, str):
+                raise _Mismatch(f"expected an RFC 3339 timestamp, got {value!r}")
+            try:
+                return cel_timestamp(parse_time(value))
+            except (ValueError, CelEvalError) as e:
+                raise _Mismatch(str(e)) from None
+        return value
     if isinstance(t, ObjectType):
         if not isinstance(value, Mapping):
-            raise ClusterDataError(f"{where}: expected an object, got {type(value).__name__}")
+            raise _Mismatch(f"expected an object, got {type(value).__name__}")
         out: dict[str, Any] = {}
-        for name, ft in t.fields.items():
-            v = value.get(name)
-            if v is not None:
-                out[name] = _project(v, ft, f"{where}.{name}")
+        for key, v in value.items():
+            if v is None:
+                continue
+            ft = t.fields.get(key)
+            if ft is not None:
+                try:
+                    out[key] = _convert(v, ft)
+                except _Mismatch as e:
+                    e.path.append(f".{key}")
+                    raise
         return out
+    if isinstance(t, ListType):
+        if not isinstance(value, list | tuple):
+            raise _Mismatch(f"expected a list, got {type(value).__name__}")
+        elem = t.elem
+        items: list[Any] = []
+        for i, v in enumerate(value):
+            if v is None:
+                continue
+            try:
+                items.append(_convert(v, elem))
+            except _Mismatch as e:
+                e.path.append(f"[{i}]")
+                raise
+        return items
+    if isinstance(t, MapType):
+        if not isinstance(value, Mapping):
+            raise _Mismatch(f"expected a map, got {type(value).__name__}")
+        entries: dict[Any, Any] = {}
+        for k, v in value.items():
+            if v is None:
+                continue
+            try:
+                entries[_convert(k, t.key)] = _convert(v, t.value)
+            except _Mismatch as e:
+                e.path.append(f".{k}")
+                raise
+        return entries
     return value  # dyn: as is
 
 
