@@ -138,7 +138,10 @@ def _syntax_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -
         interactive = getattr(e, "interactive_parser", None)
         if interactive is not None:
             try:
-                expected = set(interactive.accepts()) or expected
+                accepted = set(interactive.accepts())
+                if accepted and expected & _EXPRESSION_START and "IDENT" in accepted:
+                    accepted |= expected & _EXPRESSION_START
+                expected = accepted or expected
             except lark.exceptions.LarkError:  # pragma: no cover - defensive
                 pass
         message = f"syntax error: expected {_expected_text(expected)} but found {found}"
