@@ -156,22 +156,28 @@ def test_relist_reconciles_deletion_missed_while_stopped(kube: KubeClient, k8s: 
     assert inf.relists == 2
 
 
-def test_watch_from_expired_version_relists(kube: KubeClient, k8s: KubeTestContext) -> None:
-    """A watch resumed from a compacted resourceVersion gets 410 Gone; the relist finds the deletion."""
+def test_watch_from_expired_version_relists(
+    kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane
+) -> None:
+    """Resuming after an apiserver restart from a version older than its fresh watch cache gets
+    410 Gone; the relist then finds the deletion that happened while the informer was away."""
     ns = k8s.namespace
     configmap(kube, ns, "victim", {})
+    configmap(kube, ns, "stays", {})
     rec = Recorder()
-    inf = cm_informer(kube, ns, rec)
+    inf = cm_informer(kube, ns, rec, max_backoff=1.0)
     inf.start()
     assert inf.wait_for_sync(10)
     inf.stop()
     kube.request("DELETE", object_path("v1", "configmaps", ns, "victim"))
-    # a resourceVersion far below anything the watch cache still holds
-    inf.resource_version = "1"
+    control_plane.restart_apiserver()  # the new watch cache starts after the deletion
     inf.start()
     try:
-        wait_for(lambda: rec.seen(("delete", "victim")))
+        wait_for(lambda: rec.seen(("delete", "victim")), timeout=20)
         assert inf.relists == 2
+        assert not rec.seen(("delete", "stays"))
+        configmap(kube, ns, "later", {})
+        wait_for(lambda: rec.seen(("add", "later")))
     finally:
         inf.stop()
 

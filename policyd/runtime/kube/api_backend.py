@@ -269,3 +269,58 @@ def delete_pod(
             return False
         raise
     return True
+
+
+# (verb, group, resource, namespace or "" for cluster-wide) of every call the back-end makes
+REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
+    ("list", "", "nodes"),
+    ("watch", "", "nodes"),
+    ("list", "", "pods"),
+    ("watch", "", "pods"),
+    ("delete", "", "pods"),
+    ("create", "", "pods/binding"),
+    ("patch", "", "pods/status"),
+    ("create", "", "events"),
+    ("patch", "", "events"),
+    ("list", "policy", "poddisruptionbudgets"),
+    ("watch", "policy", "poddisruptionbudgets"),
+    ("list", "scheduling.k8s.io", "priorityclasses"),
+    ("watch", "scheduling.k8s.io", "priorityclasses"),
+)
+LEASE_PERMISSIONS = (
+    ("get", "coordination.k8s.io", "leases"),
+    ("create", "coordination.k8s.io", "leases"),
+    ("update", "coordination.k8s.io", "leases"),
+)
+CONFIGMAP_PERMISSIONS = (("list", "", "configmaps"), ("watch", "", "configmaps"))
+
+
+def missing_permissions(
+    client: KubeClient,
+    lease_namespace: str | None = None,
+    configmap_namespaces: tuple[str, ...] = (),
+) -> list[str]:
+    """Ask the API server (SelfSubjectAccessReview) which required permissions are missing, as `verb resource`."""
+    checks: list[tuple[str, str, str, str]] = [(v, g, r, "") for v, g, r in REQUIRED_PERMISSIONS]
+    if lease_namespace:
+        checks += [(v, g, r, lease_namespace) for v, g, r in LEASE_PERMISSIONS]
+    for ns in configmap_namespaces:
+        checks += [(v, g, r, ns) for v, g, r in CONFIGMAP_PERMISSIONS]
+    missing = []
+    for verb, group, resource, ns in checks:
+        res, _, sub = resource.partition("/")
+        attrs: dict[str, Any] = {"verb": verb, "group": group, "resource": res}
+        if sub:
+            attrs["subresource"] = sub
+        if ns:
+            attrs["namespace"] = ns
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        review = client.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body)
+        if not (review.get("status") or {}).get("allowed"):
+            full = f"{resource}.{group}" if group else resource
+            missing.append(f"{verb} {full}" + (f" in namespace {ns}" if ns else ""))
+    return missing

@@ -278,7 +278,7 @@ class WatchStream:
         self._closed = True
         try:
             self._response.shutdown()
-        except (AttributeError, OSError):
+        except (AttributeError, OSError, RuntimeError):  # RuntimeError: already released
             pass
         try:
             self._response.release_conn()
