@@ -1,17 +1,210 @@
-"""`policyd simulate` (not implemented yet)."""
+"""`policyd simulate`: schedule the pending pods of a cluster file on the in-memory simulated cluster."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import yaml
+
+from policyd.errors import PolicydError
+from policyd.runtime.attempts import explain_table
+from policyd.runtime.clock import FakeClock
+from policyd.runtime.scheduler import Scheduler, SchedulerOptions
+from policyd.runtime.simulated import SimulatedCluster
+
+DEFAULT_POLICIES = "policies/default.policy"
+DEFAULT_CLUSTER = "examples/cluster.yaml"
+# a pod failing this many cycles is reported as unschedulable rather than retried forever
+MAX_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The outcome of one pending pod."""
+
+    pod: str
+    node: str | None
+    attempts: int
+    message: str
+    nominated_node: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--output json` shape of a placement."""
+        return {
+            "pod": self.pod,
+            "node": self.node,
+            "attempts": self.attempts,
+            "message": self.message,
+            "nominatedNode": self.nominated_node,
+        }
+
+
+@dataclass
+class Simulation:
+    """A finished simulation: the scheduler, the cluster and the placements."""
+
+    scheduler: Scheduler
+    cluster: SimulatedCluster
+    placements: list[Placement]
+    seconds: float
+
+    def report(self) -> dict[str, Any]:
+        """The JSON document `--output json` prints."""
+        scheduled = sum(1 for p in self.placements if p.node)
+        rate = len(self.placements) / self.seconds if self.seconds > 0 else 0.0
+        return {
+            "placements": [p.to_json() for p in self.placements],
+            "victims": list(self.scheduler.victims),
+            "summary": {
+                "scheduled": scheduled,
+                "unschedulable": len(self.placements) - scheduled,
+                "podsPerSecond": round(rate, 1),
+            },
+        }
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments shared by `simulate` and `explain`."""
+    parser.add_argument(
+        "--cluster", default=DEFAULT_CLUSTER, help=f"cluster file (default {DEFAULT_CLUSTER})"
+    )
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        action="extend",
+        default=None,
+        help=f"policy files/dirs (default {DEFAULT_POLICIES})",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
-    parser.add_argument("rest", nargs="*")
+    add_common_arguments(parser)
+    parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    parser.add_argument("--explain", action="store_true", help="explain one pod after the table")
+
+
+def _progress(stream: TextIO, total: int) -> Any:
+    if not stream.isatty() or total == 0:
+        return None
+
+    def show(done: int) -> None:
+        width = 30
+        filled = min(width, width * done // max(total, 1))
+        stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done} cycles / {total} pods")
+        stream.flush()
+
+    return show
+
+
+def simulate(
+    cluster_path: str,
+    policy_paths: Sequence[str] | None,
+    seed: int = 0,
+    explain: bool = False,
+    progress_stream: TextIO | None = None,
+) -> Simulation:
+    """Load, compile and schedule every pending pod until the queue settles."""
+    from policyd.compiler.policy_compiler import compile_paths
+
+    policies = compile_paths(list(policy_paths or [DEFAULT_POLICIES]), generation=1)
+    cluster = SimulatedCluster.from_file(cluster_path)
+    scheduler = Scheduler(
+        policies,
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(
+            adopt_unknown_schedulers=True, seed=seed, explain=explain, max_attempts=MAX_ATTEMPTS
+        ),
+    )
+    pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))
+    show = _progress(progress_stream, pending) if progress_stream is not None else None
+    started = time.perf_counter()
+    cluster.start(scheduler)
+    scheduler.run_until_settled(progress=show)
+    seconds = time.perf_counter() - started
+    if show is not None and progress_stream is not None:
+        progress_stream.write("\n")
+    scheduler.binder.shutdown()
+    return Simulation(scheduler, cluster, placements(scheduler, cluster), seconds)
+
+
+def placements(scheduler: Scheduler, cluster: SimulatedCluster) -> list[Placement]:
+    """One placement per attempted pod, in the order pods were first popped."""
+    out = []
+    for key in scheduler.attempts.pods():
+        attempts = scheduler.attempts.for_pod(key)
+        obj = cluster.pod(key)
+        node = cluster.node_of(key)
+        if obj is None and key in scheduler.victims:
+            node = None
+        message = ""
+        if node is None:
+            message = next((a.message for a in reversed(attempts) if a.message), "")
+        nominated = ((obj or {}).get("status") or {}).get("nominatedNodeName") or None
+        cycles = sum(1 for a in attempts if a.result != "rejected")
+        out.append(Placement(key, node, cycles, message, None if node else nominated))
+    return out
+
+
+def explained_pod(sim: Simulation) -> str | None:
+    """The pod `--explain` shows: the first unschedulable one, else the first scheduled one."""
+    for p in sim.placements:
+        if p.node is None:
+            return p.pod
+    return sim.placements[0].pod if sim.placements else None
+
+
+def _table(sim: Simulation) -> str:
+    rows = [("POD", "NODE", "ATTEMPTS", "NOMINATED", "MESSAGE")]
+    for p in sim.placements:
+        rows.append((p.pod, p.node or "<none>", str(p.attempts), p.nominated_node or "", p.message))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [
+        "  ".join([*(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)), r[4]]).rstrip() for r in rows
+    ]
+    summary = sim.report()["summary"]
+    lines.append("")
+    lines.append(
+        f"scheduled {summary['scheduled']}, unschedulable {summary['unschedulable']}, "
+        f"victims {len(sim.scheduler.victims)}"
+        + (f" ({', '.join(sim.scheduler.victims)})" if sim.scheduler.victims else "")
+    )
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
-    print("policyd simulate: not implemented yet", file=sys.stderr)
-    return 2
+    try:
+        sim = simulate(
+            args.cluster, args.policies, args.seed, explain=args.explain, progress_stream=sys.stderr
+        )
+    except PolicydError as exc:
+        print(f"policyd simulate: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"policyd simulate: {exc}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(sim.report(), indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(sim.report(), sort_keys=False), end="")
+    else:
+        print(_table(sim))
+    if args.explain:
+        key = explained_pod(sim)
+        if key is not None:
+            attempts = sim.scheduler.attempts.for_pod(key)
+            shown = [a for a in attempts if a.nodes] or attempts
+            # the JSON/YAML documents stay exactly the report; the explanation then goes to stderr
+            stream = sys.stdout if args.output == "table" else sys.stderr
+            print(file=stream)
+            print(explain_table(shown[-1]), file=stream)
+    return 0

@@ -27,7 +27,11 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 def fit_error_message(
     num_nodes: int, reasons: Mapping[str, Sequence[str]], pre_filter: str = "", post_filter: str = ""
 ) -> str:
-    """`0/N nodes are available: <count> <reason>, ....` as kube-scheduler's FitError.Error()."""
+    """`0/N nodes are available: <count> <reason>, ....` as kube-scheduler's FitError.Error().
+
+    Example: `0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated:
+    gpu}. preemption: 0/5 nodes are available: 5 No preemption victims found for incoming pod.`
+    """
     msg = NO_NODE_AVAILABLE.format(n=num_nodes) + ":"
     if pre_filter:
         msg += f" {pre_filter}."
@@ -40,7 +44,7 @@ def fit_error_message(
         if parts:
             msg += f" {', '.join(parts)}."
     if post_filter:
-        msg += f" {post_filter}."
+        msg += f" {post_filter}"  # kube-scheduler >= 1.28: the PostFilter message brings its own period
     return msg
 
 

@@ -60,7 +60,7 @@ def test_unschedulable_message_condition_and_no_victims_suffix() -> None:
     sched.run_until_settled()
     message = (
         "0/2 nodes are available: 2 Insufficient cpu. "
-        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
     assert cluster.node_of("default/p") is None
     assert cluster.events[-1].reason == "FailedScheduling" and cluster.events[-1].message == message
@@ -85,7 +85,7 @@ def test_unresolvable_nodes_are_not_helpful_for_preemption() -> None:
     sched.run_until_settled()
     assert cluster.events[-1].message == (
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match zone. preemption: 0/2 nodes are "
-        "available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling.."
+        "available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling."
     )
 
 
@@ -115,7 +115,7 @@ def test_preemption_policy_never() -> None:
     sched.run_until_settled()
     assert cluster.deleted == []
     assert cluster.events[-1].message == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.."
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
     )
 
 
