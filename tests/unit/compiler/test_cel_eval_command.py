@@ -1,0 +1,32 @@
+"""`policyd eval --batch` request handling (the conformance protocol)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from policyd.cli import main
+from policyd.commands.eval import evaluate_request
+
+
+def test_batch_request_value_and_error() -> None:
+    assert evaluate_request({"expr": "x * 2", "bindings": {"x": {"int64Value": "21"}}}) == {
+        "value": {"int64Value": "42"}
+    }
+    assert "error" in evaluate_request({"expr": "1 / 0"})
+    assert "error" in evaluate_request({"expr": "1 +"})
+    assert "error" in evaluate_request({"bindings": {}})
+    assert evaluate_request({"expr": "[1].all(x, x > 0)", "disableMacros": True}).keys() == {"error"}
+
+
+def test_batch_cli_never_crashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = ['{"expr": "2.5 + 1.0"}', "garbage", '{"expr": "timestamp(0)"}']
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert main(["eval", "--batch"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out[0] == {"value": {"doubleValue": 3.5}}
+    assert "error" in out[1]
+    assert out[2]["value"]["objectValue"]["value"] == "1970-01-01T00:00:00Z"
