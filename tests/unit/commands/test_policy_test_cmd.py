@@ -1,0 +1,97 @@
+"""`policyd test`: shipped suites pass; differences are reported; unusable input exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from policyd.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+POLICY = """
+policy small {
+  filter Roomy {
+    expr = node.free["cpu"] >= pod.requests["cpu"]
+    reason = "Insufficient cpu"
+  }
+  score MostFree {
+    expr = node.free["cpu"]
+    weight = 1
+    normalize = max
+  }
+}
+"""
+
+
+def _node(name: str, cpu: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": "10"}},
+    }
+
+
+def _pod(name: str, cpu: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+    }
+
+
+def _suite(tmp_path: Path, expect: dict[str, object]) -> Path:
+    (tmp_path / "small.policy").write_text(POLICY)
+    suite = {
+        "apiVersion": "policyd.io/v1alpha1",
+        "kind": "PolicyTestSuite",
+        "policies": ["small.policy"],
+        "nodes": [_node("tiny", "1"), _node("big", "8"), _node("mid", "4")],
+        "cases": [{"name": "two cpus", "pod": _pod("p", "2"), "expect": expect}],
+    }
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+def test_shipped_suites_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["test", str(ROOT / "policies" / "tests")]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL" not in out and " 0 failed" in out
+
+
+def test_matching_expectations_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expect = {
+        "filter": {"tiny": "Insufficient cpu", "big": "pass"},
+        "scoreOrder": ["big", "mid"],
+        "node": "big",
+    }
+    assert main(["test", str(_suite(tmp_path, expect))]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_differences_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expect = {"filter": {"tiny": "pass"}, "scoreOrder": ["mid", "big"], "node": "mid"}
+    assert main(["test", str(_suite(tmp_path, expect))]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out
+    assert "filter tiny: expected 'pass', got ['Insufficient cpu']" in out
+    assert "scoreOrder: expected mid" in out
+    assert "node: expected mid, got ['big']" in out
+
+
+def test_schema_violation_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        yaml.safe_dump({"apiVersion": "policyd.io/v1alpha1", "kind": "PolicyTestSuite", "cases": []})
+    )
+    assert main(["test", str(path)]) == 2
+    assert "policies" in capsys.readouterr().err
+
+
+def test_missing_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["test", str(tmp_path / "absent.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
