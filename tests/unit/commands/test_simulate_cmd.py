@@ -1,0 +1,125 @@
+"""`policyd simulate` / `policyd explain` on small clusters with the shipped default policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policyd.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+POLICY = str(ROOT / "policies" / "default.policy")
+
+
+def node(name: str, cpu: str, taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"taints": taints or []},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, cpu: str, priority: int = 0, node_name: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "priority": priority,
+        "containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def write(tmp_path: Path, items: list[dict[str, Any]]) -> str:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    return str(path)
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["simulate", "--policies", POLICY, "--output", "json", *argv]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_json_report_shape_and_placements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(
+        tmp_path,
+        [
+            node("small", "1"),
+            node("gpu", "8", [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+            node("big", "4"),
+            pod("web", "500m"),
+            pod("huge", "16"),
+        ],
+    )
+    report = run_json(capsys, "--cluster", cluster, "--seed", "3")
+    assert set(report) == {"placements", "victims", "summary"}
+    by_pod = {p["pod"]: p for p in report["placements"]}
+    assert [p["pod"] for p in report["placements"]] == ["default/web", "default/huge"]
+    assert by_pod["default/web"] == {
+        "pod": "default/web",
+        "node": "big",
+        "attempts": 1,
+        "message": "",
+        "nominatedNode": None,
+    }
+    huge = by_pod["default/huge"]
+    assert huge["node"] is None and huge["nominatedNode"] is None
+    assert huge["message"].startswith(
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
+    )
+    assert report["victims"] == []
+    assert report["summary"]["scheduled"] == 1 and report["summary"]["unschedulable"] == 1
+    assert report["summary"]["podsPerSecond"] >= 0
+
+
+def test_preemption_reports_victims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(tmp_path, [node("a", "2"), pod("low", "1500m", 1, "a"), pod("high", "1", 100)])
+    report = run_json(capsys, "--cluster", cluster)
+    assert report["victims"] == ["default/low"]
+    (placement,) = report["placements"]
+    assert placement["node"] == "a" and placement["attempts"] == 2
+
+
+def test_table_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(tmp_path, [node("a", "1"), pod("p", "2")])
+    assert main(["simulate", "--policies", POLICY, "--cluster", cluster, "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "default/p" in out and "<none>" in out
+    assert "NodeResourcesFit" in out and "FAIL: Insufficient cpu" in out
+    assert (
+        main(
+            ["explain", "--policies", POLICY, "--cluster", cluster, "--pod", "default/p", "--output", "json"]
+        )
+        == 0
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["placement"]["node"] is None
+    node_a = doc["attempts"][0]["nodes"][0]
+    assert node_a["node"] == "a" and node_a["feasible"] is False
+    assert any(f["rule"].endswith("NodeResourcesFit") and not f["passed"] for f in node_a["filters"])
+
+
+def test_explain_unknown_pod_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(tmp_path, [node("a", "1")])
+    assert main(["explain", "--policies", POLICY, "--cluster", cluster, "--pod", "default/nope"]) == 1
+    assert "not in the cluster file" in capsys.readouterr().err
