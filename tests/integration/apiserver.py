@@ -36,10 +36,15 @@ ADMIN_GROUP = "system:masters"
 # would leave every new Node tainted not-ready forever: both plugins are turned off.
 DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition")
 LOG_TAIL_LINES = 40
+PORT_ATTEMPTS = 3
 
 
 class ControlPlaneError(RuntimeError):
     """The local control plane could not be provided or started."""
+
+
+class PortInUseError(ControlPlaneError):
+    """A process exited because the free port picked for it was taken meanwhile."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +101,7 @@ class LocalControlPlane:
         self._etcd: subprocess.Popen[bytes] | None = None
         self._apiserver: subprocess.Popen[bytes] | None = None
         self._logs: list[IO[bytes]] = []
+        self._log_offsets: dict[str, int] = {}
 
     # -- public API ---------------------------------------------------------------
 
@@ -120,9 +126,17 @@ class LocalControlPlane:
             if self.assets is None:
                 self.assets = find_assets()
             self._prepare_files()
-            self._start_etcd()
-            self.apiserver_port = free_port()
-            self._start_apiserver()
+            for attempt in range(PORT_ATTEMPTS):
+                try:
+                    self._start_etcd()
+                    self.apiserver_port = free_port()
+                    self._start_apiserver()
+                    break
+                except PortInUseError:
+                    _terminate(self._etcd)
+                    if attempt == PORT_ATTEMPTS - 1:
+                        raise
+                    log.warning("port taken, retrying with fresh ports attempt=%d", attempt + 1)
             self._write_kubeconfig()
         except BaseException:
             self.stop()
@@ -235,6 +249,7 @@ class LocalControlPlane:
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
         handle = open(self.workdir / log_name, "ab")
         self._logs.append(handle)
+        self._log_offsets[log_name] = handle.tell()
         log.info("starting cmd=%s log=%s", args[0], self.workdir / log_name)
         return subprocess.Popen(
             args,
@@ -256,17 +271,15 @@ class LocalControlPlane:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise ControlPlaneError(
-                    f"{name} exited with code {proc.returncode}; log tail:\n"
-                    + _tail_file(self.workdir / log_name)
-                )
+                tail = _tail_file(self.workdir / log_name, self._log_offsets.get(log_name, 0))
+                error = PortInUseError if "address already in use" in tail else ControlPlaneError
+                raise error(f"{name} exited with code {proc.returncode}; log tail:\n{tail}")
             if probe():
                 log.info("ready name=%s seconds=%.1f", name, timeout - (deadline - time.monotonic()))
                 return
             time.sleep(0.1)
-        raise ControlPlaneError(
-            f"{name} not ready after {timeout}s; log tail:\n" + _tail_file(self.workdir / log_name)
-        )
+        tail = _tail_file(self.workdir / log_name, self._log_offsets.get(log_name, 0))
+        raise ControlPlaneError(f"{name} not ready after {timeout}s; log tail:\n{tail}")
 
     def _write_kubeconfig(self) -> None:
         self.kubeconfig_path.write_text(
@@ -349,8 +362,10 @@ def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _tail_file(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+def _tail_file(path: Path, offset: int = 0, lines: int = LOG_TAIL_LINES) -> str:
     try:
-        return _tail(path.read_text(errors="replace"), lines)
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return _tail(handle.read().decode(errors="replace"), lines)
     except OSError as exc:
         return f"<cannot read {path}: {exc}>"
