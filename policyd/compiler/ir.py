@@ -68,11 +68,17 @@ class Let:
 
 @dataclass(frozen=True)
 class FilterRule:
-    """`filter NAME {expr, reason}`; reason: fixed text, a CEL string/list(string), or None."""
+    """`filter NAME {expr, reason, unresolvable}`; reason: fixed text, a CEL string/list(string), or None.
+
+    `unresolvable` (a constant or a CEL bool evaluated only when the rule fails) marks a failure that
+    removing pods from the node cannot fix (kube-scheduler's UnschedulableAndUnresolvable): preemption
+    skips such nodes.
+    """
 
     name: Name
     expr: Expression
     reason: Expression | str | None = None
+    unresolvable: Expression | bool = False
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ them (text or YAML form), type-checks every expression in its policy environment
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ from policyd.compiler.cel_checker import check
 from policyd.compiler.cel_cost import cost_report
 from policyd.compiler.cel_env import CelEnv, CheckResult
 from policyd.compiler.cel_types import CelType
-from policyd.compiler.policy_env import COST_LIMIT, Context, policy_env, result_problem
+from policyd.compiler.policy_env import COST_LIMIT, LET_CONTEXTS, Context, policy_env, result_problem
 from policyd.dsl import cel_ast
 from policyd.dsl.policy_parser import ParseResult, parse_policy_text
 from policyd.dsl.yaml_form import parse_policy_yaml
@@ -65,12 +66,32 @@ def policy_files(paths: Sequence[str], io_errors: list[str]) -> list[str]:
             for root, dirs, files in os.walk(path):
                 dirs.sort()
                 found.extend(os.path.join(root, f) for f in files if f.endswith(POLICY_SUFFIXES))
-            out.extend(sorted(found))
+            out.extend(f for f in sorted(found) if not _foreign_yaml(f))
         elif os.path.exists(path):
             out.append(path)
         else:
             io_errors.append(f"{path}: no such file or directory")
     return out
+
+
+_KIND_LINE = re.compile(r"^kind:\s*['\"]?([A-Za-z0-9]+)", re.MULTILINE)
+
+
+def _foreign_yaml(path: str) -> bool:
+    """True for a YAML file found in a directory whose documents are of other kinds (test suites...).
+
+    Files named explicitly are always parsed (a wrong kind there is an error); in a directory walk a
+    YAML file is a policy file when any document has `kind: SchedulingPolicy` or no kind at all.
+    """
+    if not path.endswith((".yaml", ".yml")):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return False  # reported when it is read
+    kinds = set(_KIND_LINE.findall(text))
+    return bool(kinds) and "SchedulingPolicy" not in kinds
 
 
 def parse_file(path: str, text: str) -> ParseResult:
@@ -82,16 +103,28 @@ def parse_file(path: str, text: str) -> ParseResult:
 
 def load_policies(paths: Sequence[str]) -> LoadResult:
     """Read, parse and check every policy under `paths`."""
-    result = LoadResult()
-    for path in policy_files(paths, result.io_errors):
+    io_errors: list[str] = []
+    texts: dict[str, str] = {}
+    for path in policy_files(paths, io_errors):
         try:
             with open(path, encoding="utf-8") as f:
-                text = f.read()
+                texts[path] = f.read()
         except (OSError, UnicodeDecodeError) as e:
-            result.io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
-            continue
-        result.files.append(path)
-        parsed = parse_file(path, text)
+            io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
+    result = load_texts(texts)
+    result.io_errors[:0] = io_errors
+    return result
+
+
+def load_texts(texts: Mapping[str, str]) -> LoadResult:
+    """Parse and check policy texts by name (a file path or e.g. `configmap://ns/name/key`).
+
+    The name's suffix selects the form (`.yaml`/`.yml`: YAML, otherwise text) and names diagnostics.
+    """
+    result = LoadResult()
+    for name, text in texts.items():
+        result.files.append(name)
+        parsed = parse_file(name, text)
         result.diagnostics.extend(parsed.diagnostics)
         for policy in parsed.policies:
             checker = PolicyChecker(policy)
@@ -193,6 +226,10 @@ class PolicyChecker:
             self.expression(f.expr, Context.FILTER, f"filter {f.name.value!r}: expr")
             if isinstance(f.reason, ir.Expression):
                 self.expression(f.reason, Context.REASON, f"filter {f.name.value!r}: reason")
+            if isinstance(f.unresolvable, ir.Expression):
+                self.expression(
+                    f.unresolvable, Context.UNRESOLVABLE, f"filter {f.name.value!r}: unresolvable"
+                )
         for s in p.scores:
             self.expression(s.expr, Context.SCORE, f"score {s.name.value!r}: expr")
         if p.queue is not None:
@@ -252,7 +289,7 @@ class PolicyChecker:
             name = ident.name
             if name in let_names:
                 self.used_lets.add(name)
-                if context in (Context.LET, Context.FILTER, Context.REASON, Context.SCORE):
+                if context in LET_CONTEXTS:
                     if name not in self.let_types:
                         message = f"let {name!r} is used before it is defined (a let may refer only to earlier lets)"
                         self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "let-order"))

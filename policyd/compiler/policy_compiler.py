@@ -24,8 +24,8 @@ from policyd.compiler.cel_codegen import expression_source, generate_function
 from policyd.compiler.cel_runtime import EVAL_ERRORS, as_eval_error
 from policyd.compiler.cel_types import DYN, CelType
 from policyd.compiler.cel_values import Duration
-from policyd.compiler.loader import idents, load_policies
-from policyd.compiler.policy_env import Context, policy_env
+from policyd.compiler.loader import idents, load_policies, load_texts
+from policyd.compiler.policy_env import LET_CONTEXTS, Context, policy_env
 from policyd.dsl.cel_parser import parse_cel
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 
@@ -269,9 +269,7 @@ class _PolicyGenerator:
 
     def embed(self, w: _Writer, expr: ir.Expression, context: Context) -> str:
         """Emit the prelude of `expr` and return the Python expression computing it."""
-        lets = (
-            self.let_types if context in (Context.LET, Context.FILTER, Context.REASON, Context.SCORE) else {}
-        )
+        lets = self.let_types if context in LET_CONTEXTS else {}
         env = policy_env(context, lets)
         names = {"pod": "v_pod", "node": "v_node", "cluster": "v_cluster", "victim": "v_victim"}
         names.update({name: f"l{self.let_index[name]}" for name in lets})
@@ -325,6 +323,8 @@ class _PolicyGenerator:
         exprs: list[ir.Expression] = [rule.expr]
         if isinstance(rule.reason, ir.Expression):
             exprs.append(rule.reason)
+        if isinstance(rule.unresolvable, ir.Expression):
+            exprs.append(rule.unresolvable)
         needed: list[str] = []
         for e in exprs:
             needed.extend(n for n in self.closure(e) if n not in needed)
@@ -333,7 +333,8 @@ class _PolicyGenerator:
         def verdict(passed: str, reasons: str, error: str) -> str:
             if collect:
                 return f"_out.append(({index!r}, {passed}, {reasons}, {error}))"
-            return f"return ({index!r}, {reasons}, {error != 'None'})"
+            unresolvable = "_unres" if passed == "False" and error == "None" else "False"
+            return f"return ({index!r}, {reasons}, {error != 'None'}, {unresolvable})"
 
         w.line(f"# filter {name}")
         w.line("_ok = None")
@@ -360,8 +361,28 @@ class _PolicyGenerator:
             w.line("    " + verdict("True", "()", "None"))
         w.line("    break")
         self.reason(w, rule)
+        if not collect:
+            self.unresolvable(w, rule)
         w.line(verdict("False", "_reasons", "None"))
         w.line("break")
+        w.indent -= 1
+
+    def unresolvable(self, w: _Writer, rule: ir.FilterRule) -> None:
+        """Emit `_unres = ...` for a failed rule (a failing or erroring expression counts as False)."""
+        if not isinstance(rule.unresolvable, ir.Expression):
+            w.line(f"_unres = {bool(rule.unresolvable)!r}")
+            return
+        w.line("_unres = False")
+        guards = [f"_isinstance(l{self.let_index[n]}, _LetError)" for n in self.closure(rule.unresolvable)]
+        w.line(f"if not ({' or '.join(guards) or 'False'}):")
+        w.indent += 1
+        w.line("try:")
+        w.indent += 1
+        value = self.embed(w, rule.unresolvable, Context.UNRESOLVABLE)
+        w.line(f"_unres = {value} is True")
+        w.indent -= 1
+        w.line("except _ERRS:")
+        w.line("    pass")
         w.indent -= 1
 
     def reason(self, w: _Writer, rule: ir.FilterRule) -> None:
@@ -511,8 +532,10 @@ class _Evaluator:
         for i, (_, code, pod_slots) in enumerate(self.parts):
             failed = code.filter(self.pod, self.cluster, node, pod_slots, slots[i])
             if failed is not None:
-                index, reasons, error = failed
-                return pl.FilterFailure(code.filters[index], tuple(reasons), error=error)
+                index, reasons, error, unresolvable = failed
+                return pl.FilterFailure(
+                    code.filters[index], tuple(reasons), error=error, unresolvable=unresolvable
+                )
         return None
 
     def filter_all(self, node: pl.CelObject) -> list[pl.FilterResult]:
@@ -714,4 +737,12 @@ def compile_paths(paths: Sequence[str], generation: int) -> pl.CompiledPolicySet
     ]
     if problems or result.has_errors:
         raise PolicyError(problems + result.diagnostics)
+    return compile_policy_set(result.policies, generation=generation)
+
+
+def compile_sources(texts: Mapping[str, str], *, generation: int) -> pl.CompiledPolicySet:
+    """Check and compile policy texts by name; raises PolicyError with every diagnostic on any error."""
+    result = load_texts(texts)
+    if result.has_errors:
+        raise PolicyError(result.diagnostics)
     return compile_policy_set(result.policies, generation=generation)

@@ -48,6 +48,7 @@ class Context(Enum):
     LET = "let"
     FILTER = "filter"
     REASON = "reason"
+    UNRESOLVABLE = "filter unresolvable"
     SCORE = "score"
     QUEUE = "queue order"
     PREEMPT_ENABLED = "preemption enabled"
@@ -63,6 +64,7 @@ CONTEXT_VARIABLES: Mapping[Context, tuple[str, ...]] = {
     Context.LET: ("pod", "node", "cluster"),
     Context.FILTER: ("pod", "node", "cluster"),
     Context.REASON: ("pod", "node", "cluster"),
+    Context.UNRESOLVABLE: ("pod", "node", "cluster"),
     Context.SCORE: ("pod", "node", "cluster"),
     Context.QUEUE: ("pod",),
     Context.PREEMPT_ENABLED: ("pod",),
@@ -71,7 +73,7 @@ CONTEXT_VARIABLES: Mapping[Context, tuple[str, ...]] = {
     Context.PERMIT_MIN_MEMBER: ("pod",),
     Context.PERMIT_TIMEOUT: ("pod",),
 }
-LET_CONTEXTS = frozenset({Context.LET, Context.FILTER, Context.REASON, Context.SCORE})
+LET_CONTEXTS = frozenset({Context.LET, Context.FILTER, Context.REASON, Context.UNRESOLVABLE, Context.SCORE})
 
 ORDERABLE = (INT, UINT, DOUBLE, STRING, BOOL, TIMESTAMP, DURATION)
 
@@ -82,7 +84,13 @@ def _expected(t: CelType, allowed: tuple[CelType, ...]) -> bool:
 
 def result_problem(context: Context, t: CelType) -> str | None:
     """Why a result type is wrong for `context`, or None when it is acceptable."""
-    if context in (Context.MATCH, Context.FILTER, Context.PREEMPT_ENABLED, Context.VICTIMS):
+    if context in (
+        Context.MATCH,
+        Context.FILTER,
+        Context.UNRESOLVABLE,
+        Context.PREEMPT_ENABLED,
+        Context.VICTIMS,
+    ):
         return None if _expected(t, (BOOL,)) else f"must be bool, got {t}"
     if context is Context.SCORE:
         return (

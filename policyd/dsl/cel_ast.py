@@ -16,7 +16,6 @@ Operators are `Call`s with cel-spec's internal function names: `_+_`, `_-_`, `_*
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class Node:
     id: int = field(default=0, kw_only=True)
 
 
-ConstValue = Union[None, bool, int, UInt, float, str, bytes, Null]
+ConstValue = None | bool | int | UInt | float | str | bytes | Null
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,6 +126,6 @@ class Comprehension(Node):
     macro: str = ""
 
 
-Expr = Union[Const, Ident, Select, Call, CreateList, CreateMap, CreateMessage, Comprehension]
+Expr = Const | Ident | Select | Call | CreateList | CreateMap | CreateMessage | Comprehension
 
 ACCUMULATOR = "@result"

@@ -259,7 +259,8 @@ class CelTreeBuilder:
     def _r_select(self, t: Tree[Any]) -> ast.Expr:
         operand, dot, name = t.children
         op = self._expr(operand)
-        return ast.Select(op, self._ident_name(name), offset=self._pos(dot), id=self.next_id())
+        # as cel-go: reserved words are rejected as identifiers, not as field names (`request.namespace`)
+        return ast.Select(op, str(name), offset=self._pos(dot), id=self.next_id())
 
     def _r_index(self, t: Tree[Any]) -> ast.Expr:
         operand, bracket, index = t.children
@@ -301,7 +302,7 @@ class CelTreeBuilder:
     def _r_member_call(self, t: Tree[Any]) -> ast.Expr:
         operand, _dot, name_tok, paren, exprlist = t.children
         target = self._expr(operand)
-        name = self._ident_name(name_tok)
+        name = str(name_tok)
         args = self._args(exprlist)
         offset = self._pos(paren)
         if self.macros:

@@ -310,8 +310,14 @@ class _PolicyBuilder:
         if not self._require(values, "expr", name_tok, "filter"):
             return
         reason = values.get("reason")
+        unresolvable = values.get("unresolvable", False)
         fields["filters"].append(
-            ir.FilterRule(self.name(name_tok), values["expr"], None if reason is _FAILED else reason)
+            ir.FilterRule(
+                self.name(name_tok),
+                values["expr"],
+                None if reason is _FAILED else reason,
+                False if unresolvable is _FAILED else unresolvable,
+            )
         )
 
     def _score(self, tree: Tree[Any], fields: dict[str, Any]) -> None:

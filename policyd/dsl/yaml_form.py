@@ -223,8 +223,13 @@ class _Document:
                     key = self.key_node(self.node_at(base)[0], "reasonExpr")
                     self.error_at(key or self.root, "reason and reasonExpr are exclusive", "schema")
                 reason = self.expr([*base, "reasonExpr"])
+            unresolvable: ir.Expression | bool = False
+            if isinstance(item.get("unresolvable"), bool):
+                unresolvable = item["unresolvable"]
+            elif "unresolvable" in item:
+                unresolvable = self.expr([*base, "unresolvable"]) or False
             if expr is not None:
-                out.append(ir.FilterRule(name, expr, reason))
+                out.append(ir.FilterRule(name, expr, reason, unresolvable))
         return out
 
     def scores(self, spec: dict[str, Any]) -> list[ir.ScoreRule]:

@@ -88,3 +88,13 @@ def test_duplicate_let_and_rule_and_sections(tmp_path: Path) -> None:
 def test_profiles_separate_sections(tmp_path: Path) -> None:
     found = _load(tmp_path, 'policy a { queue { } }\npolicy b { profiles = ["other"] queue { } }\n')
     assert [d for d in found if d[2] == "error"] == []
+
+
+def test_directory_walk_skips_yaml_of_other_kinds_but_not_named_files(tmp_path: Path) -> None:
+    (tmp_path / "p.policy").write_text("policy p {\n  filter F { expr = true }\n}\n")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicyTestSuite\ncases: []\n")
+    walked = load_policies([str(tmp_path)])
+    assert walked.files == [str(tmp_path / "p.policy")] and not walked.has_errors
+    named = load_policies([str(suite)])
+    assert named.has_errors

@@ -244,3 +244,41 @@ def test_policy_text_cannot_inject_python() -> None:
     )
     failure = cps.profiles["policyd"].evaluator(pod(), None).filter(node("n"))
     assert failure is not None and failure.reasons == ("'); import os #",)
+
+
+def test_unresolvable_marks_failures_preemption_cannot_fix() -> None:
+    cps = compile_text(
+        """
+        policy p {
+          let zone = "zone" in node.labels
+          filter Label {
+            expr = zone && node.labels["zone"] == "a"
+            reason = "wrong zone"
+            unresolvable = !zone
+          }
+          filter Cpu { expr = node.free["cpu"] >= pod.requests["cpu"] unresolvable = false }
+          filter Never { expr = node.name != "n9" unresolvable = true }
+        }
+        """
+    )
+    ev = cps.profiles["policyd"].evaluator(pod(), None)
+    missing = ev.filter(node("n1"))
+    assert missing is not None and missing.rule.name == "Label" and missing.unresolvable
+    other = ev.filter(node("n2", labels={"zone": "b"}))
+    assert other is not None and other.reasons == ("wrong zone",) and not other.unresolvable
+    full = ev.filter(node("n3", labels={"zone": "a"}, free={"cpu": 0}))
+    assert full is not None and full.rule.name == "Cpu" and not full.unresolvable
+    never = ev.filter(node("n9", labels={"zone": "a"}))
+    assert never is not None and never.rule.name == "Never" and never.unresolvable
+
+
+def test_unresolvable_must_be_bool() -> None:
+    from policyd.compiler.loader import PolicyChecker
+
+    parsed = parse_policy_text(
+        'policy p {\n  filter F {\n    expr = true\n    unresolvable = "yes"\n  }\n}\n', "t.policy"
+    )
+    checker = PolicyChecker(parsed.policies[0])
+    checker.run()
+    assert [(d.span.line, d.severity) for d in checker.diagnostics] == [(4, "error")]
+    assert "must be bool" in checker.diagnostics[0].message

@@ -78,7 +78,6 @@ def test_literals(text: str, value: object) -> None:
     [
         "1 +",
         "if",
-        "a.while",
         "9223372036854775808",
         "18446744073709551616u",
         '"\\q"',
@@ -177,3 +176,12 @@ def test_string_literals_roundtrip(s: str) -> None:
     escaped = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     e = parse_cel(f'"{escaped}"')
     assert isinstance(e, ast.Const) and e.value == s
+
+
+def test_reserved_words_are_field_names_after_a_dot_but_not_identifiers() -> None:
+    tree = parse_cel("pod.namespace")
+    assert isinstance(tree, ast.Select) and tree.field == "namespace"
+    call = parse_cel("x.package()")
+    assert isinstance(call, ast.Call) and call.function == "package"
+    with pytest.raises(CelError, match="reserved identifier: namespace"):
+        parse_cel("namespace")
