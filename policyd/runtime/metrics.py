@@ -157,7 +157,7 @@ class SchedulerMetrics:
 
     def observe_reload(self, ok: bool, generation: int | None = None) -> None:
         """A policy load/reload finished; on success `generation` is the new set's generation."""
-        self.policy_reload.labels(result="success" if ok else "failure").inc()
+        self.policy_reload.labels(result="success" if ok else "error").inc()
         self.policy_last_reload_success.set(1 if ok else 0)
         if ok and generation is not None:
             self.policy_generation.set(generation)

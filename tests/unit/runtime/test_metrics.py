@@ -56,7 +56,7 @@ def test_recording_helpers() -> None:
         == 2
     )
     assert sample(m, "policyd_policy_reload_total", {"result": "success"}) == 1
-    assert sample(m, "policyd_policy_reload_total", {"result": "failure"}) == 1
+    assert sample(m, "policyd_policy_reload_total", {"result": "error"}) == 1
     assert sample(m, "policyd_policy_last_reload_success") == 0
     assert sample(m, "policyd_policy_generation") == 7
     assert sample(m, "policyd_binding_total", {"result": "conflict"}) == 1
