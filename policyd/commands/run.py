@@ -1,17 +1,375 @@
-"""`policyd run` (not implemented yet)."""
+"""`policyd run`: schedule the pods of a real cluster through the API server.
+
+Startup: configuration, client, an RBAC preflight (every missing permission named), serving endpoints,
+policies (files and/or ConfigMaps, hot-reloaded), informers (started at once, so a standby has warm
+caches), then — as leader, or at once without leader election — the scheduling loop once the caches
+have synced. SIGTERM/SIGINT: stop popping, finish in-flight binds, release the lease, exit 0. A leader
+that cannot renew stops scheduling before the lease can pass to another and exits 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
+import threading
+from typing import Any
+
+from policyd.compiler.plugins import CompiledPolicySet
+from policyd.errors import PolicydError, PolicyError
+from policyd.runtime import config as configuration
+from policyd.runtime.config import Config, PolicySource, Profile
+from policyd.runtime.http import ServingEndpoints
+from policyd.runtime.kube.api_backend import ApiBackend, missing_permissions
+from policyd.runtime.kube.client import ApiError, KubeClient
+from policyd.runtime.kube.informer import Informer, Resource
+from policyd.runtime.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
+from policyd.runtime.metrics import SchedulerMetrics
+from policyd.runtime.queue import QueueConfig
+from policyd.runtime.reload import ConfigMapSource, FileSource, PolicyReloader
+from policyd.runtime.reload import PolicySource as ReloadSource
+from policyd.runtime.scheduler import Scheduler, SchedulerOptions
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_LOST_LEASE = 1
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
-    parser.add_argument("rest", nargs="*")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--master", help="API server URL (overrides the kubeconfig's server)")
+    parser.add_argument("--config", help="policyd.yaml (schemas/config.schema.json)")
+    parser.add_argument(
+        "--policies",
+        nargs="+",
+        action="extend",
+        metavar="PATH",
+        help="policy files or directories for every profile (overrides the config's sources)",
+    )
+    parser.add_argument(
+        "--leader-elect", type=_bool, nargs="?", const=True, default=None, metavar="true|false"
+    )
+    parser.add_argument("--lease", metavar="NAMESPACE/NAME", help="the leader-election Lease")
+    parser.add_argument("--bind-address", help="address of the health/metrics server (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port of the health/metrics server (default 10259; 0: any)")
+    parser.add_argument("--write-config-to", metavar="FILE", help="write the default configuration and exit")
+
+
+def effective_config(args: argparse.Namespace) -> Config:
+    """The config file (or defaults) with the command-line flags applied."""
+    cfg = configuration.load(args.config)
+    raw: dict[str, Any] = dict(cfg.raw)
+    if args.policies:
+        raw["profiles"] = [
+            {"schedulerName": p.scheduler_name, "policySources": [{"path": path} for path in args.policies]}
+            for p in cfg.profiles
+        ]
+    if args.leader_elect is not None:
+        raw["leaderElection"] = dict(raw["leaderElection"], leaderElect=args.leader_elect)
+    if args.lease:
+        ns, _, name = args.lease.partition("/")
+        if not ns or not name:
+            raise PolicydError(f"--lease: expected NAMESPACE/NAME, got {args.lease!r}")
+        raw["leaderElection"] = dict(raw["leaderElection"], resourceNamespace=ns, resourceName=name)
+    serving = dict(raw["serving"])
+    if args.bind_address:
+        serving["bindAddress"] = args.bind_address
+    if args.port is not None:
+        serving["port"] = args.port
+    raw["serving"] = serving
+    client = dict(raw["clientConnection"])
+    if args.kubeconfig:
+        client["kubeconfig"] = args.kubeconfig
+    if args.master:
+        client["master"] = args.master
+    raw["clientConnection"] = client
+    return configuration.from_dict(raw, args.config or "<flags>")
+
+
+def policy_sources(profiles: tuple[Profile, ...]) -> tuple[list[ReloadSource], ConfigMapSource | None]:
+    """Reload sources for every configured source (the union over profiles)."""
+    paths: list[str] = []
+    maps: list[str] = []
+    for profile in profiles:
+        for src in profile.sources:
+            if src.config_map and src.config_map not in maps:
+                maps.append(src.config_map)
+            elif src.path and src.path not in paths:
+                paths.append(src.path)
+    sources: list[ReloadSource] = []
+    if paths:
+        sources.append(FileSource(paths))
+    cm = ConfigMapSource(maps) if maps else None
+    if cm is not None:
+        sources.append(cm)
+    return sources, cm
+
+
+def only_profiles(names: tuple[str, ...], policies: CompiledPolicySet) -> CompiledPolicySet:
+    """Keep the profiles of the configured scheduler names; a configured name with no policy is an error."""
+    missing = [n for n in names if n not in policies.profiles]
+    if missing:
+        raise PolicyError_for(
+            f"no policy declares profile(s) {', '.join(missing)} (policies' `profiles = [...]`)"
+        )
+    return CompiledPolicySet(
+        generation=policies.generation,
+        content_hash=policies.content_hash,
+        profiles={n: p for n, p in policies.profiles.items() if n in names},
+        sources=policies.sources,
+    )
+
+
+def PolicyError_for(message: str) -> PolicyError:  # noqa: N802 (reads as a constructor)
+    """A PolicyError carrying one position-less diagnostic."""
+    from policyd.errors import Diagnostic, SourceSpan
+
+    return PolicyError(Diagnostic("error", message, SourceSpan("<config>")))
+
+
+class Runner:
+    """One `policyd run` process: owns every long-lived part and the shutdown order."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.stop = threading.Event()  # SIGTERM / SIGINT
+        self.lost = threading.Event()  # leadership lost
+        self.fatal: list[str] = []
+        self.sched_stop = threading.Event()
+        self.sched_thread: threading.Thread | None = None
+        self.identity = default_identity()
+        self.client = KubeClient.connect(
+            cfg.kubeconfig or None, cfg.master or None, qps=cfg.qps, burst=cfg.burst
+        )
+        self.metrics = SchedulerMetrics()
+        self.server = ServingEndpoints(
+            self.metrics.registry, address=cfg.bind_address, port=cfg.port, configz=lambda: cfg.raw
+        )
+        self.scheduler: Scheduler | None = None
+        self.backend: ApiBackend | None = None
+        self.elector: LeaderElector | None = None
+        self.reloader: PolicyReloader | None = None
+        self.cm_informers: list[Informer] = []
+
+    # ---- startup ----------------------------------------------------------------------------------
+
+    def preflight(self) -> None:
+        """Fail early, naming every permission the service account lacks."""
+        le = self.cfg.leader_election
+        cm_namespaces = tuple(sorted({s.config_map_ref[0] for s in self.cfg.config_map_sources()}))
+        missing = missing_permissions(self.client, le.namespace if le.leader_elect else None, cm_namespaces)
+        if missing:
+            raise PolicydError(
+                "permission denied: policyd's credentials lack: "
+                + "; ".join(missing)
+                + " (grant them as deploy/clusterrole.yaml does)"
+            )
+
+    def load_policies(self) -> CompiledPolicySet:
+        """Start policy sources (ConfigMap informers first) and compile the first set."""
+        sources, cm = policy_sources(self.cfg.profiles)
+        names = self.cfg.scheduler_names
+
+        def swap(new: CompiledPolicySet) -> None:
+            if self.scheduler is not None:
+                self.scheduler.set_policies(new)
+
+        from policyd.compiler.policy_compiler import compile_sources
+
+        self.reloader = PolicyReloader(
+            sources,
+            swap,
+            metrics=self.metrics,
+            compile_fn=lambda texts, gen: only_profiles(names, compile_sources(texts, generation=gen)),
+        )
+        if cm is not None:
+            self._watch_config_maps(cm, [s for s in self.cfg.config_map_sources()])
+        return self.reloader.load_initial()
+
+    def _watch_config_maps(self, cm: ConfigMapSource, refs: list[PolicySource]) -> None:
+        for src in refs:
+            ns, name = src.config_map_ref
+
+            def changed(obj: dict[str, Any], ns: str = ns, name: str = name) -> None:
+                if cm.update(ns, name, obj.get("data") or {}) and self.reloader is not None:
+                    self.reloader.request(f"configmap {ns}/{name}")
+
+            def deleted(obj: dict[str, Any], ns: str = ns, name: str = name) -> None:
+                if cm.update(ns, name, None) and self.reloader is not None:
+                    self.reloader.request(f"configmap {ns}/{name} deleted")
+
+            def updated(_old: dict[str, Any], new: dict[str, Any], f: Any = changed) -> None:
+                f(new)
+
+            inf = Informer(
+                self.client,
+                Resource(
+                    "v1", "configmaps", "ConfigMap", namespace=ns, field_selector=f"metadata.name={name}"
+                ),
+                on_add=changed,
+                on_update=updated,
+                on_delete=deleted,
+            )
+            inf.start()
+            self.cm_informers.append(inf)
+        for inf in self.cm_informers:
+            if not inf.wait_for_sync(30):
+                raise PolicydError(f"could not list ConfigMap {inf.resource.namespace} in 30s")
+
+    def start(self) -> None:
+        """Everything up to (not including) scheduling."""
+        self.server.start()
+        self.preflight()
+        policies = self.load_policies()
+        assert self.reloader is not None
+        self.backend = ApiBackend(self.client, identity=self.identity)
+        self.backend.on_fatal = self._fatal
+        cfg = self.cfg
+        options = SchedulerOptions(
+            percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
+            queue=QueueConfig(initial_backoff=cfg.backoff_initial, max_backoff=cfg.backoff_max),
+            bind_workers=cfg.bind_parallelism,
+        )
+        self.scheduler = Scheduler(policies, self.backend, options=options)
+        backend, reloader = self.backend, self.reloader
+        self.server.readyz.add("informer-sync", lambda: None if backend.has_synced() else "caches not synced")
+        self.server.readyz.add("policy", lambda: None if reloader.readiness()[0] else reloader.readiness()[1])
+        self.reloader.start()
+        self.backend.start(self.scheduler)
+
+    def _fatal(self, err: ApiError) -> None:
+        self.fatal.append(str(err))
+        self.stop.set()
+
+    # ---- scheduling and leadership ----------------------------------------------------------------
+
+    def start_scheduling(self) -> None:
+        """Run the scheduling loop (after the caches synced) on its own thread."""
+        assert self.scheduler is not None and self.backend is not None
+        scheduler, backend = self.scheduler, self.backend
+
+        def loop() -> None:
+            while not backend.wait_for_sync(1.0):
+                if self.sched_stop.is_set():
+                    return
+            log.info(
+                "scheduling started identity=%s profiles=%s",
+                self.identity,
+                ",".join(self.cfg.scheduler_names),
+            )
+            scheduler.run(self.sched_stop)
+            log.info("scheduling stopped identity=%s", self.identity)
+
+        self.sched_thread = threading.Thread(target=loop, name="scheduling", daemon=True)
+        self.sched_thread.start()
+
+    def stop_scheduling(self, timeout: float = 30.0) -> None:
+        """Stop popping pods and wait for in-flight binds to finish."""
+        self.sched_stop.set()
+        if self.sched_thread is not None:
+            self.sched_thread.join(timeout)
+
+    def _lost_leadership(self) -> None:
+        # called on the elector's thread, before the lease can pass to another candidate
+        le = self.cfg.leader_election
+        self.stop_scheduling(timeout=max(0.5, le.lease_duration - le.renew_deadline - 0.5))
+        self.lost.set()
+        self.stop.set()
+
+    def campaign(self) -> None:
+        """Lead (or wait to lead) then schedule; without leader election schedule at once."""
+        le = self.cfg.leader_election
+        if not le.leader_elect:
+            self.start_scheduling()
+            return
+        self.elector = LeaderElector(
+            self.client,
+            LeaderElectionConfig(
+                le.namespace, le.name, le.lease_duration, le.renew_deadline, le.retry_period
+            ),
+            identity=self.identity,
+            on_started_leading=self.start_scheduling,
+            on_stopped_leading=self._lost_leadership,
+        )
+        self.elector.start()
+
+    def wait(self) -> None:
+        """Until a signal, lost leadership or a fatal error; keeps the queue gauges fresh."""
+        while not self.stop.wait(1.0):
+            if self.scheduler is not None:
+                pending = self.scheduler.queue.pending()
+                self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
+
+    def shutdown(self) -> None:
+        """Graceful stop: readiness off, no more pops, binds finished, lease released, writes flushed."""
+        self.server.mark_shutting_down()
+        self.stop_scheduling()
+        if self.elector is not None and not self.lost.is_set():
+            self.elector.release()
+        if self.backend is not None:
+            self.backend.stop()
+        for inf in self.cm_informers:
+            inf.stop()
+        if self.reloader is not None:
+            self.reloader.stop()
+        self.server.stop()
+        self.client.close()
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
-    print("policyd run: not implemented yet", file=sys.stderr)
-    return 2
+    if args.write_config_to:
+        configuration.write_defaults(args.write_config_to)
+        return EXIT_OK
+    try:
+        cfg = effective_config(args)
+        runner = Runner(cfg)
+    except PolicydError as err:
+        print(f"policyd run: error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal received signal=%s", signal.Signals(signum).name)
+        runner.stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            runner.start()
+            runner.campaign()
+        except ApiError as err:
+            print(
+                f"policyd run: error: cannot talk to the API server at {runner.client.host}: {err}",
+                file=sys.stderr,
+            )
+            runner.shutdown()
+            return EXIT_ERROR
+        except PolicydError as err:
+            print(f"policyd run: error: {err}", file=sys.stderr)
+            runner.shutdown()
+            return EXIT_ERROR
+        runner.wait()
+        runner.shutdown()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if runner.fatal:
+        print(f"policyd run: error: {runner.fatal[0]}", file=sys.stderr)
+        return EXIT_ERROR
+    if runner.lost.is_set():
+        print("policyd run: error: leader election lost (could not renew the lease)", file=sys.stderr)
+        return EXIT_LOST_LEASE
+    return EXIT_OK

@@ -46,6 +46,7 @@ class BindResult:
     node: str
     outcome: str
     message: str = ""
+    status: int = 0
 
     @property
     def ok(self) -> bool:
@@ -87,6 +88,8 @@ class ApiBackend:
         self._synced = threading.Event()
         self.bind_results: dict[str, int] = {BOUND: 0, CONFLICT: 0, GONE: 0, ERROR: 0}
         self.on_bind: Callable[[BindResult], None] | None = None
+        # called with the error when RBAC forbids a call the back-end cannot do without
+        self.on_fatal: Callable[[ApiError], None] | None = None
 
     # ---- read side --------------------------------------------------------------------------------
 
@@ -98,6 +101,7 @@ class ApiBackend:
             on_add=handler.on_node_add,
             on_update=handler.on_node_update,
             on_delete=handler.on_node_delete,
+            on_forbidden=self._forbidden,
         )
         self.pods = Informer(
             self.client,
@@ -105,6 +109,7 @@ class ApiBackend:
             on_add=handler.on_pod_add,
             on_update=handler.on_pod_update,
             on_delete=handler.on_pod_delete,
+            on_forbidden=self._forbidden,
         )
         pdbs = pdb_resource(self.client)
         if pdbs is not None:
@@ -114,8 +119,9 @@ class ApiBackend:
                 on_add=handler.on_pdb_add,
                 on_update=handler.on_pdb_update,
                 on_delete=handler.on_pdb_delete,
+                on_forbidden=self._forbidden,
             )
-        self.priority_classes = Informer(self.client, PRIORITY_CLASSES)
+        self.priority_classes = Informer(self.client, PRIORITY_CLASSES, on_forbidden=self._forbidden)
         self.informers = [
             i for i in (self.nodes, self.pdbs, self.priority_classes, self.pods) if i is not None
         ]
@@ -133,6 +139,11 @@ class ApiBackend:
                 log.error("informer caches did not sync timeout=%.0fs", self.sync_timeout)
 
         threading.Thread(target=announce, name="informer-sync", daemon=True).start()
+
+    def _forbidden(self, err: ApiError) -> None:
+        log.error("permission denied err=%s", err)
+        if self.on_fatal is not None:
+            self.on_fatal(err)
 
     def has_synced(self) -> bool:
         """True once every informer delivered its initial list (and `on_synced` was called)."""
@@ -160,6 +171,8 @@ class ApiBackend:
             self.bind_results[result.outcome] += 1
         if self.on_bind is not None:
             self.on_bind(result)
+        if result.status == 403:
+            self._forbidden(ApiError(403, "create", f"pods/{name}/binding", result.message, "Forbidden"))
         if not result.ok:
             raise BindError(result.message, retry=result.outcome != GONE)
 
@@ -216,6 +229,8 @@ class ApiBackend:
         try:
             patch()
         except ApiError as err:
+            if err.status == 403:
+                self._forbidden(err)
             if not err.not_found:
                 log.warning("pod status patch failed pod=%s err=%s", pod.key, err)
 
@@ -249,8 +264,8 @@ def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str)
         else:
             outcome = ERROR
         log.info("bind failed pod=%s/%s node=%s outcome=%s err=%s", namespace, name, node, outcome, err)
-        return BindResult(namespace, name, uid, node, outcome, str(err))
-    return BindResult(namespace, name, uid, node, BOUND)
+        return BindResult(namespace, name, uid, node, outcome, str(err), err.status)
+    return BindResult(namespace, name, uid, node, BOUND, status=201)
 
 
 def delete_pod(

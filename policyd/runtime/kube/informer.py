@@ -91,6 +91,7 @@ class Informer:
         page_size: int = 500,
         watch_timeout_seconds: int = 300,
         max_backoff: float = 30.0,
+        on_forbidden: Callable[[ApiError], None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -100,6 +101,7 @@ class Informer:
         self.page_size = page_size
         self.watch_timeout_seconds = watch_timeout_seconds
         self.max_backoff = max_backoff
+        self.on_forbidden = on_forbidden  # called on 403 (RBAC): the caller decides whether to give up
         self.name = f"informer-{resource.plural}"
         self.relists = 0  # how many full lists were done (1 after the initial sync)
         self.resource_version = ""
@@ -202,6 +204,8 @@ class Informer:
                 )
                 if err.status in (403, 404):
                     self._need_relist = True
+                if err.status == 403 and self.on_forbidden is not None:
+                    self.on_forbidden(err)
                 self._stop.wait(backoff * (1 + random.random() * 0.2))
                 backoff = min(backoff * 2, self.max_backoff)
             except Exception as err:  # connection reset, bad chunk: reconnect
