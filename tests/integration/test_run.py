@@ -1,0 +1,200 @@
+"""`policyd run` as a process against a real kube-apiserver: binding, SIGTERM, leader election, RBAC."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policyd.runtime.kube.client import ApiError, KubeClient, object_path
+
+from .apiserver import KubeTestContext, LocalControlPlane
+from .test_api_backend import make_node, make_pod, node_of, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+POLICY = str(REPO / "policies" / "default.policy")
+FAST_LEASE = {"leaseDurationSeconds": 2, "renewDeadlineSeconds": 1.5, "retryPeriodSeconds": 0.3}
+
+
+@pytest.fixture
+def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
+    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(kubeconfig: str, *extra: str, lease: str | None = None) -> subprocess.Popen[str]:
+        cfg = tmp_path / f"policyd-{len(procs)}.yaml"
+        doc: dict[str, Any] = {"leaderElection": dict(FAST_LEASE, leaderElect=lease is not None)}
+        if lease:
+            ns, name = lease.split("/")
+            doc["leaderElection"].update(resourceNamespace=ns, resourceName=name)
+        cfg.write_text(yaml.safe_dump(doc))
+        args = [sys.executable, "-m", "policyd.cli", "-v", "run", "--kubeconfig", kubeconfig]
+        args += ["--config", str(cfg), "--policies", POLICY, "--port", "0", *extra]
+        # stderr to a file: a full pipe would block the process
+        log = open(tmp_path / f"policyd-{len(procs)}.log", "w+")  # noqa: SIM115 (closed below)
+        proc = subprocess.Popen(args, cwd=REPO, stderr=log, text=True, env=dict(os.environ))
+        proc.log = log  # type: ignore[attr-defined]
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        proc.log.close()  # type: ignore[attr-defined]
+
+
+def stderr_of(proc: subprocess.Popen[str]) -> str:
+    """What the process logged so far."""
+    log = proc.log  # type: ignore[attr-defined]
+    log.flush()
+    log.seek(0)
+    return str(log.read())
+
+
+def lease_holder(kube: KubeClient, ns: str, name: str) -> str:
+    try:
+        lease = kube.request("GET", object_path("coordination.k8s.io/v1", "leases", ns, name))
+    except ApiError:
+        return ""
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def test_schedules_then_sigterm_releases_lease_and_exits_zero(
+    kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
+) -> None:
+    ns = k8s.namespace
+    make_node(kube, f"{ns}-n1", labels={"pool": ns})
+    proc = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
+    for i in range(5):
+        make_pod(kube, ns, f"p{i}", selector={"pool": ns})
+    for i in range(5):
+        assert wait_for(lambda i=i: node_of(kube, ns, f"p{i}"), timeout=40) == f"{ns}-n1"
+    assert lease_holder(kube, ns, "policyd")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0, stderr_of(proc)
+    assert lease_holder(kube, ns, "policyd") == ""  # released, not left to expire
+
+
+def test_two_instances_only_leader_binds_and_standby_takes_over(
+    kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
+) -> None:
+    ns = k8s.namespace
+    make_node(kube, f"{ns}-n1", labels={"pool": ns})
+    a = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
+    wait_for(lambda: lease_holder(kube, ns, "policyd"), timeout=30)
+    b = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
+    for i in range(10):
+        make_pod(kube, ns, f"a{i}", selector={"pool": ns})
+    for i in range(10):
+        wait_for(lambda i=i: node_of(kube, ns, f"a{i}"), timeout=40)
+    first = lease_holder(kube, ns, "policyd")
+    a.kill()  # dies without releasing: the standby must wait for the lease to expire
+    a.wait(10)
+    t0 = time.monotonic()
+    wait_for(lambda: lease_holder(kube, ns, "policyd") not in ("", first), timeout=15)
+    assert time.monotonic() - t0 <= FAST_LEASE["leaseDurationSeconds"] + 3
+    make_pod(kube, ns, "after", selector={"pool": ns})
+    assert wait_for(lambda: node_of(kube, ns, "after"), timeout=40) == f"{ns}-n1"
+    events = kube.request("GET", object_path("v1", "events", ns))["items"]
+    scheduled = [e for e in events if e["reason"] == "Scheduled"]
+    # one Scheduled event (one successful bind) per pod: nobody bound a pod twice
+    assert sorted(e["involvedObject"]["name"] for e in scheduled) == sorted(
+        [f"a{i}" for i in range(10)] + ["after"]
+    )
+    b.send_signal(signal.SIGTERM)
+    assert b.wait(20) == 0
+
+
+def service_account_kubeconfig(
+    kube: KubeClient, control_plane: LocalControlPlane, ns: str, name: str, path: Path
+) -> str:
+    kube.request("POST", object_path("v1", "serviceaccounts", ns), body={"metadata": {"name": name}})
+    req = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
+    }
+    token = kube.request("POST", object_path("v1", "serviceaccounts", ns, name) + "/token", body=req)
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "c", "cluster": {"server": control_plane.url, "insecure-skip-tls-verify": True}}
+        ],
+        "users": [{"name": name, "user": {"token": token["status"]["token"]}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def apply_deploy_rbac(kube: KubeClient, suffix: str) -> None:
+    """deploy/clusterrole.yaml with names suffixed (tests share one apiserver)."""
+    try:
+        kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "policyd-system"}})
+    except ApiError as err:
+        if not err.conflict:
+            raise
+    paths = {
+        "ClusterRole": "clusterroles",
+        "ClusterRoleBinding": "clusterrolebindings",
+        "Role": "roles",
+        "RoleBinding": "rolebindings",
+    }
+    for doc in yaml.safe_load_all((REPO / "deploy" / "clusterrole.yaml").read_text()):
+        doc["metadata"]["name"] += suffix
+        if "roleRef" in doc:
+            doc["roleRef"]["name"] += suffix
+        for subject in doc.get("subjects", []):
+            subject["name"] += suffix
+        ns = doc["metadata"].get("namespace")
+        kube.request("POST", object_path("rbac.authorization.k8s.io/v1", paths[doc["kind"]], ns), body=doc)
+
+
+def test_deploy_clusterrole_is_enough_and_missing_permissions_are_named(
+    kube: KubeClient,
+    k8s: KubeTestContext,
+    control_plane: LocalControlPlane,
+    launch: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
+    ns = k8s.namespace
+    suffix = "-" + uuid.uuid4().hex[:6]
+    apply_deploy_rbac(kube, suffix)
+    good = service_account_kubeconfig(
+        kube, control_plane, "policyd-system", "policyd" + suffix, tmp_path / "good"
+    )
+    bare = service_account_kubeconfig(
+        kube, control_plane, "policyd-system", "nobody" + suffix, tmp_path / "bare"
+    )
+
+    denied = launch(bare, lease=f"policyd-system/lease{suffix}")
+    assert denied.wait(30) == 1
+    err = stderr_of(denied)
+    assert "permission denied" in err and "create pods/binding" in err and "list nodes" in err
+    assert "get leases.coordination.k8s.io in namespace policyd-system" in err
+
+    make_node(kube, f"{ns}-n1", labels={"pool": ns})
+    proc = launch(good, lease=f"policyd-system/lease{suffix}")
+    make_pod(kube, ns, "rbac", selector={"pool": ns})
+    assert wait_for(lambda: node_of(kube, ns, "rbac"), timeout=40) == f"{ns}-n1"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0, stderr_of(proc)
