@@ -1,0 +1,1 @@
+"""Throughput benchmarks (scheduler_perf-like workloads) and the CEL micro-benchmark."""

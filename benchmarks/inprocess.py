@@ -1,0 +1,250 @@
+"""Run a workload through the real Scheduler on the in-memory simulated back-end (no API server).
+
+Measures the algorithm's own throughput: pods/s over the measured pods (from the moment the measured
+pods are handed to the scheduler until every one is bound or parked), p50/p99 of the wall time of
+each scheduling attempt of a measured op, and the process's peak RSS. `python -m benchmarks.inprocess
+SchedulingBasic/500 --scale 0.1` or `policyd bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.workloads import Barrier, CreateNodes, CreatePods, Workload, instantiate_node, instantiate_pod
+from benchmarks.workloads import workload as find_workload
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_POLICY = str(REPO / "policies" / "default.policy")
+DEFAULT_OUT = str(REPO / "benchmarks" / "results")
+
+
+@dataclass
+class Result:
+    """One workload run."""
+
+    workload: str
+    mode: str
+    scale: float
+    node_scale: float
+    nodes: int
+    measured_pods: int
+    scheduled: int
+    seconds: float
+    pods_per_second: float
+    attempt_p50_ms: float
+    attempt_p99_ms: float
+    attempts: int
+    peak_rss_mib: float
+    rss_mib: float
+    setup_seconds: float
+    machine: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (one entry of the result file)."""
+        return asdict(self)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": model or platform.processor(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (MiB)."""
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / 1024 if sys.platform != "darwin" else kib / (1024 * 1024)
+
+
+def current_rss_mib() -> float:
+    """Current resident set size (MiB; 0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm", encoding="utf-8") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
+    except (OSError, ValueError):
+        return 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile (0..1) of `values` by nearest rank; 0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _drain(scheduler: Any, latencies: list[float] | None) -> None:
+    """Schedule until the active queue is empty and every bind result is applied."""
+    clock = time.perf_counter
+    while True:
+        t0 = clock()
+        if scheduler.schedule_one():
+            if latencies is not None:
+                latencies.append(clock() - t0)
+            continue
+        scheduler.binder.wait_idle()
+        if scheduler.apply_events():
+            continue
+        return
+
+
+def run_workload(
+    wl: Workload,
+    *,
+    scale: float = 1.0,
+    node_scale: float = 1.0,
+    policy_paths: Sequence[str] = (DEFAULT_POLICY,),
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> Result:
+    """Run `wl` (scaled) in-process and measure the measured ops."""
+    from policyd.compiler.policy_compiler import compile_paths
+    from policyd.runtime.clock import FakeClock
+    from policyd.runtime.scheduler import Scheduler, SchedulerOptions
+    from policyd.runtime.simulated import SimulatedCluster
+
+    wl = wl.scaled(scale, node_scale)
+    started = time.perf_counter()
+    policies = compile_paths(list(policy_paths), generation=1)
+    cluster = SimulatedCluster()
+    scheduler = Scheduler(
+        policies,
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, seed=seed),
+    )
+    cluster.start(scheduler)
+    latencies: list[float] = []
+    measured_seconds = 0.0
+    measured_binds = 0
+    measuring: float | None = None
+    binds_before = 0
+    node_index = 0
+    for op_number, op in enumerate(wl.ops):
+        if isinstance(op, CreateNodes):
+            for _ in range(op.count):
+                cluster.add_node(instantiate_node(op, node_index))
+                node_index += 1
+            scheduler.apply_events()
+        elif isinstance(op, CreatePods):
+            objects = [instantiate_pod(op, i, f"op{op_number}") for i in range(op.count)]
+            if op.collect_metrics and measuring is None:
+                _drain(scheduler, None)
+                measuring = time.perf_counter()
+                binds_before = cluster.bind_count
+            for obj in objects:
+                cluster.add_pod(obj)
+        elif isinstance(op, Barrier):
+            _drain(scheduler, latencies if measuring is not None else None)
+            if measuring is not None:
+                measured_seconds += time.perf_counter() - measuring
+                measured_binds += cluster.bind_count - binds_before
+                measuring = None
+        if progress is not None:
+            progress(f"{wl.name}: op {op_number + 1}/{len(wl.ops)} {type(op).__name__} done")
+    if measuring is not None:
+        _drain(scheduler, latencies)
+        measured_seconds += time.perf_counter() - measuring
+        measured_binds += cluster.bind_count - binds_before
+    scheduler.binder.shutdown()
+    total = time.perf_counter() - started
+    measured = wl.measured_pods
+    return Result(
+        workload=wl.name,
+        mode="inprocess",
+        scale=scale,
+        node_scale=node_scale,
+        nodes=wl.nodes,
+        measured_pods=measured,
+        scheduled=measured_binds,
+        seconds=round(measured_seconds, 3),
+        pods_per_second=round(measured / measured_seconds, 1) if measured_seconds > 0 else 0.0,
+        attempt_p50_ms=round(percentile(latencies, 0.5) * 1000, 3),
+        attempt_p99_ms=round(percentile(latencies, 0.99) * 1000, 3),
+        attempts=len(latencies),
+        peak_rss_mib=round(peak_rss_mib(), 1),
+        rss_mib=round(current_rss_mib(), 1),
+        setup_seconds=round(total - measured_seconds, 3),
+        machine=machine(),
+    )
+
+
+MARKDOWN_HEADER = (
+    "| workload | mode | scale | nodes | measured pods | scheduled | pods/s | p50 ms | p99 ms | peak RSS MiB |\n"
+    "|---|---|---|---|---|---|---|---|---|---|\n"
+)
+
+
+def markdown_row(r: Result) -> str:
+    """One markdown table row of a result."""
+    return (
+        f"| {r.workload} | {r.mode} | {r.scale:g} | {r.nodes} | {r.measured_pods} | {r.scheduled} | "
+        f"{r.pods_per_second:.1f} | {r.attempt_p50_ms:.2f} | {r.attempt_p99_ms:.2f} | {r.peak_rss_mib:.0f} |\n"
+    )
+
+
+def write_results(results: Sequence[Result], out_dir: str) -> tuple[Path, Path]:
+    """Write `<out>/bench-<time>.json` and `.md`; returns both paths."""
+    path = Path(out_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    json_path = path / f"bench-{stamp}.json"
+    md_path = path / f"bench-{stamp}.md"
+    document = {"machine": machine(), "results": [r.to_json() for r in results]}
+    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    md_path.write_text(MARKDOWN_HEADER + "".join(markdown_row(r) for r in results), encoding="utf-8")
+    return json_path, md_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: run workloads in-process and write the result files."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("workloads", nargs="*", default=["SchedulingBasic/500"])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (quick runs)")
+    parser.add_argument("--node-scale", type=float, default=1.0, help="multiply node counts")
+    parser.add_argument("--policies", nargs="+", default=[DEFAULT_POLICY])
+    parser.add_argument("--out", default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    results = []
+    for name in args.workloads:
+        r = run_workload(
+            find_workload(name), scale=args.scale, node_scale=args.node_scale, policy_paths=args.policies
+        )
+        sys.stdout.write(MARKDOWN_HEADER + markdown_row(r))
+        results.append(r)
+    json_path, md_path = write_results(results, args.out)
+    sys.stdout.write(f"wrote {json_path} and {md_path}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
