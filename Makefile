@@ -27,7 +27,7 @@ envtest:
 	@bash scripts/envtest.sh >/dev/null
 
 test: $(STAMP) lint
-	assets="$$(bash scripts/envtest.sh | tail -n 1)" || exit 1; \
+	assets="$$(bash scripts/envtest.sh)" || exit 1; assets="$$(printf '%s\n' "$$assets" | tail -n 1)"; \
 	KUBEBUILDER_ASSETS="$$assets" $(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
