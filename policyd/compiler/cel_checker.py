@@ -253,16 +253,6 @@ def _finalize(t: CelType) -> CelType:
     return t
 
 
-def _qualified_name(e: ast.Expr) -> str | None:
-    """`a.b.c` for a chain of plain field selections on an identifier, else None."""
-    if isinstance(e, ast.Ident):
-        return e.name
-    if isinstance(e, ast.Select) and not e.test_only:
-        prefix = _qualified_name(e.operand)
-        return None if prefix is None else f"{prefix}.{e.field}"
-    return None
-
-
 def _const_type(value: ast.ConstValue) -> CelType:
     if isinstance(value, bool):
         return BOOL
@@ -390,7 +380,7 @@ class _Checker:
 
     def _select(self, e: ast.Select, selected: bool) -> CelType:
         if not e.test_only:
-            qualified = _qualified_name(e)
+            qualified = ast.qualified_name(e)
             if qualified is not None and not self._root_is_local(qualified):
                 t = self._named(e, qualified, selected)
                 if t is not None:
@@ -430,7 +420,7 @@ class _Checker:
         if e.target is None and (fn in _LOGICAL or fn == _NOT_STRICTLY_FALSE):
             return self._logical(e)
         if e.target is not None:
-            prefix = _qualified_name(e.target)
+            prefix = ast.qualified_name(e.target)
             if prefix is not None and not self._root_is_local(prefix):
                 decl = self._resolve_function(f"{prefix}.{fn}")
                 if decl is not None:

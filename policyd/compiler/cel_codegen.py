@@ -106,15 +106,6 @@ def container_candidates(name: str, container: str) -> list[str]:
     return out
 
 
-def _qualified(e: ast.Expr) -> str | None:
-    if isinstance(e, ast.Ident):
-        return e.name
-    if isinstance(e, ast.Select) and not e.test_only:
-        prefix = _qualified(e.operand)
-        return None if prefix is None else f"{prefix}.{e.field}"
-    return None
-
-
 @dataclass
 class _Scope:
     """CEL local names (iteration variables, accumulators) -> Python local names."""
@@ -263,7 +254,7 @@ class _Generator:
                 text = self._resolve_name("." + ref, scope)
                 if text is not None:
                     return text
-            q = _qualified(e)
+            q = ast.qualified_name(e)
             if q is not None and "." in q:
                 root = q.split(".", 1)[0]
                 if root not in scope.locals and self._resolve_name(root, scope) is None:

@@ -690,12 +690,16 @@ def _permit(policy: ir.Policy, permit: ir.Permit) -> pl.PermitSpec:
 
 def content_hash(policies: Sequence[ir.Policy]) -> str:
     """sha256 over each source file's path and text, in path order."""
-    sources = {p.file: p.source_text for p in policies}
+    return texts_hash({p.file: p.source_text for p in policies})
+
+
+def texts_hash(texts: Mapping[str, str]) -> str:
+    """sha256 over (name, text) pairs in name order: the identity of a policy set's sources."""
     digest = hashlib.sha256()
-    for path in sorted(sources):
-        digest.update(path.encode())
+    for name in sorted(texts):
+        digest.update(name.encode())
         digest.update(b"\0")
-        digest.update(sources[path].encode())
+        digest.update(texts[name].encode())
         digest.update(b"\0")
     return digest.hexdigest()
 

@@ -129,3 +129,13 @@ class Comprehension(Node):
 Expr = Const | Ident | Select | Call | CreateList | CreateMap | CreateMessage | Comprehension
 
 ACCUMULATOR = "@result"
+
+
+def qualified_name(e: Expr) -> str | None:
+    """`a.b.c` for a chain of plain field selections on an identifier, else None."""
+    if isinstance(e, Ident):
+        return e.name
+    if isinstance(e, Select) and not e.test_only:
+        prefix = qualified_name(e.operand)
+        return None if prefix is None else f"{prefix}.{e.field}"
+    return None

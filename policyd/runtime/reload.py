@@ -9,7 +9,6 @@ logged with file:line:col, counted, and kept for `/readyz?verbose`.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -20,6 +19,7 @@ from typing import Any, Protocol
 from policyd.compiler.loader import POLICY_SUFFIXES, policy_files
 from policyd.compiler.plugins import CompiledPolicySet
 from policyd.compiler.policy_compiler import compile_sources
+from policyd.compiler.policy_compiler import texts_hash as content_hash
 from policyd.errors import Diagnostic, PolicydError, PolicyError, SourceSpan
 
 log = logging.getLogger(__name__)
@@ -178,17 +178,6 @@ class ReloadStatus:
     last_ok: bool = True
     last_error: str = ""
     history: list[ReloadOutcome] = field(default_factory=list)
-
-
-def content_hash(texts: Mapping[str, str]) -> str:
-    """sha256 over (name, text) pairs in name order."""
-    h = hashlib.sha256()
-    for name in sorted(texts):
-        h.update(name.encode())
-        h.update(b"\0")
-        h.update(texts[name].encode())
-        h.update(b"\0")
-    return h.hexdigest()
 
 
 class PolicyReloader:
