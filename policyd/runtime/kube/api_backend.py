@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.runtime.backend import BindError, EventHandler
-from policyd.runtime.kube.client import ApiError, KubeClient, object_path
+from policyd.runtime.kube.client import ApiError, KubeClient, PermissionDenied, object_path
 from policyd.runtime.kube.events import EventRecorder, ObjectRef, PodStatusWriter
 from policyd.runtime.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, pdb_resource
 from policyd.runtime.snapshot import PodViewLike
@@ -171,7 +171,7 @@ class ApiBackend:
             self.bind_results[result.outcome] += 1
         if self.on_bind is not None:
             self.on_bind(result)
-        if result.status == 403:
+        if result.status == 403 and "is being terminated" not in result.message:
             self._forbidden(ApiError(403, "create", f"pods/{name}/binding", result.message, "Forbidden"))
         if not result.ok:
             raise BindError(result.message, retry=result.outcome != GONE)
@@ -229,7 +229,7 @@ class ApiBackend:
         try:
             patch()
         except ApiError as err:
-            if err.status == 403:
+            if isinstance(err, PermissionDenied):
                 self._forbidden(err)
             if not err.not_found:
                 log.warning("pod status patch failed pod=%s err=%s", pod.key, err)
@@ -259,7 +259,7 @@ def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str)
             outcome = GONE  # the name now belongs to another pod
         elif err.status == 409:
             outcome = CONFLICT  # already bound (by someone else)
-        elif err.status == 404:
+        elif err.status == 404 or "is being terminated" in err.message:
             outcome = GONE
         else:
             outcome = ERROR

@@ -300,7 +300,8 @@ def _error_from(status: int, verb: str, path: str, data: bytes) -> ApiError:
         reason = str(decoded.get("reason", ""))
     except (ValueError, AttributeError):
         message = data.decode("utf-8", "replace")[:500]
-    if status == 403:
+    # a 403 from admission (namespace terminating) is not an RBAC denial
+    if status == 403 and "is being terminated" not in message:
         return PermissionDenied(verb, path, message)
     return ApiError(status, verb, path, message, reason)
 

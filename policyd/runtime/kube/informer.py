@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.runtime.kube.client import JSON, ApiError, KubeClient, object_path
+from policyd.runtime.kube.client import JSON, ApiError, KubeClient, PermissionDenied, object_path
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class Informer:
                 )
                 if err.status in (403, 404):
                     self._need_relist = True
-                if err.status == 403 and self.on_forbidden is not None:
+                if isinstance(err, PermissionDenied) and self.on_forbidden is not None:
                     self.on_forbidden(err)
                 self._stop.wait(backoff * (1 + random.random() * 0.2))
                 backoff = min(backoff * 2, self.max_backoff)
