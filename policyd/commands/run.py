@@ -23,11 +23,12 @@ from policyd.runtime.config import Config, PolicySource, Profile
 from policyd.runtime.http import ServingEndpoints
 from policyd.runtime.kube.api_backend import ApiBackend, missing_permissions
 from policyd.runtime.kube.client import ApiError, KubeClient
+from policyd.runtime.kube.events import WARNING, ObjectRef
 from policyd.runtime.kube.informer import Informer, Resource
 from policyd.runtime.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
 from policyd.runtime.metrics import SchedulerMetrics
 from policyd.runtime.queue import QueueConfig
-from policyd.runtime.reload import ConfigMapSource, FileSource, PolicyReloader
+from policyd.runtime.reload import ConfigMapSource, FileSource, PolicyReloader, ReloadOutcome
 from policyd.runtime.reload import PolicySource as ReloadSource
 from policyd.runtime.scheduler import Scheduler, SchedulerOptions
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_LOST_LEASE = 1
+RELOAD_FAILED = "PolicyReloadFailed"  # reason of the Warning Event on a policy ConfigMap
 
 
 def _bool(text: str) -> bool:
@@ -163,6 +165,7 @@ class Runner:
         self.elector: LeaderElector | None = None
         self.reloader: PolicyReloader | None = None
         self.cm_informers: list[Informer] = []
+        self.cm_uids: dict[str, str] = {}  # "namespace/name" -> uid of the policy ConfigMaps seen
 
     # ---- startup ----------------------------------------------------------------------------------
 
@@ -194,6 +197,7 @@ class Runner:
             swap,
             metrics=self.metrics,
             compile_fn=lambda texts, gen: only_profiles(names, compile_sources(texts, generation=gen)),
+            on_error=self._reload_failed,
         )
         if cm is not None:
             self._watch_config_maps(cm, [s for s in self.cfg.config_map_sources()])
@@ -204,10 +208,12 @@ class Runner:
             ns, name = src.config_map_ref
 
             def changed(obj: dict[str, Any], ns: str = ns, name: str = name) -> None:
+                self.cm_uids[f"{ns}/{name}"] = str((obj.get("metadata") or {}).get("uid") or "")
                 if cm.update(ns, name, obj.get("data") or {}) and self.reloader is not None:
                     self.reloader.request(f"configmap {ns}/{name}")
 
             def deleted(obj: dict[str, Any], ns: str = ns, name: str = name) -> None:
+                self.cm_uids.pop(f"{ns}/{name}", None)
                 if cm.update(ns, name, None) and self.reloader is not None:
                     self.reloader.request(f"configmap {ns}/{name} deleted")
 
@@ -228,6 +234,18 @@ class Runner:
         for inf in self.cm_informers:
             if not inf.wait_for_sync(30):
                 raise PolicydError(f"could not list ConfigMap {inf.resource.namespace} in 30s")
+
+    def _reload_failed(self, outcome: ReloadOutcome) -> None:
+        """A Warning Event on each ConfigMap the errors point into (or on every policy ConfigMap)."""
+        if self.backend is None or not self.cm_uids:
+            return  # the first load: its error stops the process and is printed
+        blamed = [n for n in outcome.config_maps() if n in self.cm_uids] or sorted(self.cm_uids)
+        assert self.reloader is not None
+        message = f"policy reload failed, keeping generation {self.reloader.status.generation}: "
+        for key in blamed:
+            ns, _, name = key.partition("/")
+            ref = ObjectRef("ConfigMap", ns, name, self.cm_uids.get(key, ""))
+            self.backend.recorder.event(ref, WARNING, RELOAD_FAILED, message + outcome.first_error)
 
     def start(self) -> None:
         """Everything up to (not including) scheduling."""

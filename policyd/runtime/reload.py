@@ -168,6 +168,22 @@ class ReloadOutcome:
         """The diagnostics rendered as lint does."""
         return "\n".join(d.format() for d in self.diagnostics)
 
+    @property
+    def first_error(self) -> str:
+        """The first error as `file:line:col: error: message` (one line), or "" when there is none."""
+        errors = [d for d in self.diagnostics if d.severity == "error"] or list(self.diagnostics)
+        return errors[0].format().splitlines()[0] if errors else ""
+
+    def config_maps(self) -> list[str]:
+        """The ConfigMaps (`namespace/name`) whose policy texts the diagnostics point into."""
+        names: list[str] = []
+        for d in self.diagnostics:
+            if d.span.file.startswith(CONFIGMAP_SCHEME):
+                ns, name = d.span.file[len(CONFIGMAP_SCHEME) :].split("/")[:2]
+                if f"{ns}/{name}" not in names:
+                    names.append(f"{ns}/{name}")
+        return names
+
 
 @dataclass
 class ReloadStatus:
