@@ -261,7 +261,7 @@ class Runner:
             queue=QueueConfig(initial_backoff=cfg.backoff_initial, max_backoff=cfg.backoff_max),
             bind_workers=cfg.bind_parallelism,
         )
-        self.scheduler = Scheduler(policies, self.backend, options=options)
+        self.scheduler = Scheduler(policies, self.backend, options=options, metrics=self.metrics)
         backend, reloader = self.backend, self.reloader
         self.server.readyz.add("informer-sync", lambda: None if backend.has_synced() else "caches not synced")
         self.server.readyz.add("policy", lambda: None if reloader.readiness()[0] else reloader.readiness()[1])

@@ -10,6 +10,7 @@ weighted and summed; the best node is picked with reservoir sampling among equal
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,6 +177,9 @@ class ScheduleResult:
     failures: dict[str, FilterFailure]
     scores: list[NodeScore]
     all_results: dict[str, list[FilterResult]]
+    # wall time of the filter and score phases (metrics: rule time per profile and phase)
+    filter_seconds: float = 0.0
+    score_seconds: float = 0.0
 
 
 class ProfileRunner:
@@ -200,28 +204,50 @@ class ProfileRunner:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         if nominated_node is not None:
             # kube-scheduler evaluateNominatedNode: a pod nominated by preemption tries its node first
+            t0 = time.perf_counter()
             failure = filter_with_nominated(evaluator, pod, nominated_node, nominated)
             if failure is None:
-                return ScheduleResult(nominated_node.name, 1, 1, {}, [], {})
+                return ScheduleResult(
+                    nominated_node.name, 1, 1, {}, [], {}, filter_seconds=time.perf_counter() - t0
+                )
         if not nodes:
             return ScheduleResult(None, 0, 0, {}, [], {})
         limit = num_feasible_nodes_to_find(len(nodes), self._percentage)
         start = self._next_start % len(nodes)
+        t0 = time.perf_counter()
         found = find_feasible_nodes(evaluator, pod, nodes, start, limit, nominated, explain)
+        filter_seconds = time.perf_counter() - t0
         self._next_start = (start + found.evaluated) % len(nodes)
         if not found.feasible:
-            return ScheduleResult(None, 0, found.evaluated, found.failures, [], found.all_results)
+            return ScheduleResult(
+                None, 0, found.evaluated, found.failures, [], found.all_results, filter_seconds
+            )
         if len(found.feasible) == 1 and not explain:
             return ScheduleResult(
-                found.feasible[0].name, 1, found.evaluated, found.failures, [], found.all_results
+                found.feasible[0].name,
+                1,
+                found.evaluated,
+                found.failures,
+                [],
+                found.all_results,
+                filter_seconds,
             )
+        t0 = time.perf_counter()
         prescore = getattr(cluster, "prescore", None)
         if callable(prescore):
             prescore(pod.cel, [n.cel for n in found.feasible])
         scores = score_nodes(profile, evaluator, found.feasible)
+        score_seconds = time.perf_counter() - t0
         best = select_host(scores, self._rng)
         return ScheduleResult(
-            best.node, len(found.feasible), found.evaluated, found.failures, scores, found.all_results
+            best.node,
+            len(found.feasible),
+            found.evaluated,
+            found.failures,
+            scores,
+            found.all_results,
+            filter_seconds,
+            score_seconds,
         )
 
 

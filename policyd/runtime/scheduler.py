@@ -5,6 +5,14 @@ filter, preempt when nothing fits, score, select, assume, permit, bind asynchron
 deliver cluster objects through the `EventHandler` methods from any thread; those events are queued
 and applied by the scheduling thread between cycles (docs/DESIGN.md "Snapshot"). `run` is the loop
 of `policyd run`; `run_until_settled` drives a fake clock for `policyd simulate`.
+
+Metrics (optional `SchedulerMetrics`): durations always come from `time.perf_counter`, never from the
+scheduler's clock (a FakeClock does not move during a cycle). A compiled profile evaluates all its
+rules in one generated function per node, so rule time is measured per profile and phase, once per
+attempt (one perf_counter pair around filtering, one around scoring): `plugin_execution_duration`
+carries `plugin="<profile>/filters"` (extension point Filter) and `"<profile>/scores"` (Score).
+Pending-pod gauges are refreshed after a cycle at most every `PENDING_REFRESH_SECONDS` and whenever
+the active queue runs empty (counting the queue walks every pending pod).
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import collections
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +56,7 @@ from policyd.runtime.binder import DEFAULT_BIND_WORKERS, Binder
 from policyd.runtime.cache import DEFAULT_ASSUMED_TTL, Cache, NodeFactory
 from policyd.runtime.clock import Clock, FakeClock, RealClock
 from policyd.runtime.framework import ProfileRunner, ScheduleResult, reasons_by_node
+from policyd.runtime.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, SchedulerMetrics
 from policyd.runtime.pdb import BudgetIndex
 from policyd.runtime.permit import Permits, WaitingPod
 from policyd.runtime.preemption import Candidate, find_preemption
@@ -58,6 +68,11 @@ log = logging.getLogger(__name__)
 DEFAULT_PROFILE = "policyd"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
+PENDING_REFRESH_SECONDS = 1.0
+# kube-scheduler's queue_incoming_pods_total event labels for events that are not cluster events
+EVENT_POD_ADD = "PodAdd"
+EVENT_POD_UPDATE = "PodUpdate"
+EVENT_SCHEDULE_FAILURE = "ScheduleAttemptFailure"
 
 PodViewFactory = Callable[[KubeObject], PodViewLike]
 ClusterViewFactory = Callable[[Snapshot], Any]
@@ -146,6 +161,7 @@ class Scheduler:
         pod_view: PodViewFactory | None = None,
         node_state: NodeFactory | None = None,
         cluster_view: ClusterViewFactory | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.options = options or SchedulerOptions()
         self.clock: Clock = clock or RealClock()
@@ -167,6 +183,9 @@ class Scheduler:
         self._inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._inbox_lock = threading.Condition()
         self.synced = threading.Event()
+        self.metrics = metrics
+        self._attempt_started: dict[str, float] = {}  # pod key -> perf_counter at its cycle's start
+        self._pending_refreshed = -PENDING_REFRESH_SECONDS
 
     # ------------------------------------------------------------------ profiles
 
@@ -190,7 +209,7 @@ class Scheduler:
     def _apply_policies(self, policies: CompiledPolicySet) -> None:
         self._policies = policies
         self.queue.set_profiles(self.profile_for)
-        self.queue.move_on_event(EVENT_POLICY_CHANGE)
+        self._move(EVENT_POLICY_CHANGE)
 
     # ------------------------------------------------------------------ event handler (any thread)
 
@@ -257,12 +276,12 @@ class Scheduler:
 
     def _node_added(self, obj: KubeObject) -> None:
         self.cache.add_node(obj)
-        self.queue.move_on_event(EVENT_NODE_ADD)
+        self._move(EVENT_NODE_ADD)
 
     def _node_updated(self, old: KubeObject, new: KubeObject) -> None:
         self.cache.update_node(new)
         for kind in _node_change_events(old, new):
-            self.queue.move_on_event(kind)
+            self._move(kind)
 
     def _node_deleted(self, obj: KubeObject) -> None:
         self.cache.remove_node(obj["metadata"]["name"])
@@ -274,12 +293,12 @@ class Scheduler:
             return
         profile = self.profile_for(pod)
         if profile is not None and not self._in_cycle(pod.key):
-            self.queue.add(pod, profile)
+            self._enqueue(pod, profile, EVENT_POD_ADD)
 
     def _assigned_pod_added(self, pod: PodViewLike) -> None:
         self.queue.delete(pod.key)
         self.cache.add_pod(pod)
-        self.queue.move_on_event(EVENT_POD_ASSIGNED_ADD)
+        self._move(EVENT_POD_ASSIGNED_ADD)
 
     def _pod_updated(self, old: KubeObject, new: KubeObject) -> None:
         pod = self._pod_view(new)
@@ -289,7 +308,7 @@ class Scheduler:
                 self._assigned_pod_added(pod)
             else:
                 self.cache.update_pod(pod)
-                self.queue.move_on_event(EVENT_POD_ASSIGNED_UPDATE)
+                self._move(EVENT_POD_ASSIGNED_UPDATE)
             return
         if pod.deleting:
             self._pending_pod_gone(pod.key)
@@ -301,25 +320,51 @@ class Scheduler:
             return
         profile = self.profile_for(pod)
         if profile is not None and pod.key not in self.given_up:
-            self.queue.add(pod, profile)
+            self._enqueue(pod, profile, EVENT_POD_UPDATE)
 
     def _pod_deleted(self, obj: KubeObject) -> None:
         key = f"{(obj.get('metadata') or {}).get('namespace', 'default')}/{obj['metadata']['name']}"
         cached = self.cache.pod(key)
         if cached is not None and not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
-            self.queue.move_on_event(EVENT_POD_ASSIGNED_DELETE)
+            self._move(EVENT_POD_ASSIGNED_DELETE)
             return
         self._pending_pod_gone(key)
 
     def _pending_pod_gone(self, key: str) -> None:
         self.queue.delete(key)
+        self._attempt_started.pop(key, None)
         for waiting in self.permits.reject_pod(key):
             self._reject_waiting(waiting, "pod of the group was deleted")
         self.cache.forget(key)
 
     def _in_cycle(self, key: str) -> bool:
         return self.cache.is_assumed(key) or self.permits.is_waiting(key)
+
+    def _enqueue(self, pod: PodViewLike, profile: CompiledProfile, event: str) -> None:
+        """A pending pod enters activeQ (counted once, when it was not queued yet)."""
+        if self.metrics is None:
+            self.queue.add(pod, profile)
+            return
+        queued_before = self.queue.get(pod.key) is not None
+        self.queue.add(pod, profile)
+        if not queued_before and self.queue.get(pod.key) is not None:
+            self.metrics.incoming("active", event)
+
+    def _move(self, kind: str) -> None:
+        """Move parked pods woken by a cluster event, counting where each one went."""
+        metrics = self.metrics
+        if metrics is None:
+            self.queue.move_on_event(kind)
+            return
+        now = self.clock.now()
+
+        def count(qp: QueuedPod) -> bool:
+            # the queue sends a moved pod to backoffQ while its backoff has not expired
+            metrics.incoming("backoff" if qp.backoff_expiry > now else "active", kind)
+            return True
+
+        self.queue.move_on_event(kind, count)
 
     # ------------------------------------------------------------------ the cycle
 
@@ -328,12 +373,14 @@ class Scheduler:
         self.apply_events()
         queued = self.queue.pop()
         if queued is None:
+            self._refresh_pending(force=True)
             return False
         pod = queued.pod
         if pod.deleting or pod.node_name or self.cache.pod(pod.key) is not None:
             self.queue.done(pod.key)
             return True
         profile = queued.profile
+        started = time.perf_counter()
         self.cache.update_snapshot(self.snapshot)
         snapshot = self.snapshot
         attempt = Attempt(
@@ -352,17 +399,74 @@ class Scheduler:
             self.attempts.add(attempt)
             log.warning("scheduling error pod=%s error=%s", pod.key, exc)
             self.queue.add_backoff(queued)
+            self._observe_attempt(RESULT_ERROR, profile, started, incoming="backoff")
             return True
+        self._observe_algorithm(profile, result, started)
         attempt.nodes = build_node_records(
             snapshot.node_names(), result.failures, result.all_results, result.scores
         )
         if result.node is None:
             self._handle_unschedulable(queued, profile, snapshot, result, attempt)
+            self._observe_attempt(RESULT_UNSCHEDULABLE, profile, started, queued=queued)
         else:
             attempt.chosen, attempt.result = result.node, "scheduled"
             self.attempts.add(attempt)
+            if self.metrics is not None:
+                self._attempt_started[pod.key] = started  # observed when the bind returns
             self._assume_and_permit(queued, profile, result.node)
+        self._refresh_pending()
         return True
+
+    # ------------------------------------------------------------------ metrics
+
+    def _observe_algorithm(self, profile: CompiledProfile, result: ScheduleResult, started: float) -> None:
+        """Algorithm duration and the per-profile, per-phase rule time of one attempt."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        metrics.observe_algorithm(time.perf_counter() - started)
+        name = profile.scheduler_name
+        if result.evaluated:
+            status = "Success" if result.node is not None else "Unschedulable"
+            metrics.observe_rule(name, "filters", "Filter", result.filter_seconds, status)
+        if result.scores:
+            metrics.observe_rule(name, "scores", "Score", result.score_seconds)
+
+    def _observe_attempt(
+        self,
+        result: str,
+        profile: CompiledProfile,
+        started: float | None,
+        *,
+        queued: QueuedPod | None = None,
+        incoming: str | None = None,
+    ) -> None:
+        """One attempt ended with `result`; the pod went back to a queue (`incoming`) or not."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        if started is not None:
+            metrics.observe_attempt(result, profile.scheduler_name, time.perf_counter() - started)
+        if queued is not None:
+            # add_unschedulable parks the pod (stamping unschedulable_since) unless a move request
+            # came during its cycle, in which case it goes to backoffQ
+            current = self.queue.get(queued.key)
+            if current is not None:
+                parked = current.unschedulable_since == current.timestamp
+                incoming = "unschedulable" if parked else "backoff"
+        if incoming is not None:
+            metrics.incoming(incoming, EVENT_SCHEDULE_FAILURE)
+
+    def _refresh_pending(self, force: bool = False) -> None:
+        """Set the pending-pods gauges (rate-limited: counting walks the queue)."""
+        if self.metrics is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self._pending_refreshed < PENDING_REFRESH_SECONDS:
+            return
+        self._pending_refreshed = now
+        pending = self.queue.pending()
+        self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
 
     def _evaluator(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> PodEvaluator:
         return profile.evaluator(pod.cel, self._cluster_view(snapshot))
@@ -404,6 +508,11 @@ class Scheduler:
                 self.budgets.all(),
                 self.cache.all_pods(),
             )
+            if self.metrics is not None:
+                if outcome.candidate is not None:
+                    self.metrics.observe_preemption(len(outcome.candidate.victims))
+                else:
+                    self.metrics.preemption_attempts.inc()
             if outcome.candidate is not None:
                 self._prepare_candidate(pod, outcome.candidate)
                 attempt.result = "nominated"
@@ -461,6 +570,8 @@ class Scheduler:
 
     def _bind_done(self, queued: QueuedPod, pod: PodViewLike, node: str, error: Exception | None) -> None:
         """Called on a binder worker when the bind returned."""
+        if self.metrics is not None:
+            self._observe_bind(queued, pod, error)
         if error is None:
             self.cache.finish_binding(pod.key)
             self.queue.done(pod.key)
@@ -472,6 +583,20 @@ class Scheduler:
             self.queue.done(pod.key)
         else:
             self.queue.add_backoff(queued)
+
+    def _observe_bind(self, queued: QueuedPod, pod: PodViewLike, error: Exception | None) -> None:
+        assert self.metrics is not None
+        started = self._attempt_started.pop(pod.key, None)
+        if error is None:
+            self.metrics.observe_bind("bound")
+            self._observe_attempt(RESULT_SCHEDULED, queued.profile, started)
+            return
+        if isinstance(error, BindError):
+            self.metrics.observe_bind("conflict" if error.retry else "gone")
+        else:
+            self.metrics.observe_bind("error")
+        retry = not isinstance(error, BindError) or error.retry
+        self._observe_attempt(RESULT_ERROR, queued.profile, started, incoming="backoff" if retry else None)
 
     def _reject_waiting(self, waiting: WaitingPod, why: str) -> None:
         queued, pod = waiting.payload
@@ -491,6 +616,12 @@ class Scheduler:
         if not pod.deleting:
             self.backend.record_event(pod, "Warning", "FailedScheduling", message)
         self._requeue_unschedulable(queued, {waiting.rule})
+        self._observe_attempt(
+            RESULT_UNSCHEDULABLE,
+            queued.profile,
+            self._attempt_started.pop(waiting.key, None),
+            queued=queued,
+        )
 
     # ------------------------------------------------------------------ housekeeping and loops
 
