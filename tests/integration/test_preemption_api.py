@@ -1,0 +1,156 @@
+"""Preemption against a real kube-apiserver: victims deleted with their grace period, nomination, event."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from policyd.compiler.policy_compiler import compile_sources
+from policyd.runtime.kube.api_backend import ApiBackend, bind_pod
+from policyd.runtime.kube.client import KubeClient, object_path
+from policyd.runtime.metrics import SchedulerMetrics
+from policyd.runtime.scheduler import Scheduler, SchedulerOptions
+
+from .apiserver import KubeTestContext, LocalControlPlane
+from .test_api_backend import REPO, make_node, node_of, wait_for
+
+
+@pytest.fixture
+def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
+    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
+    yield client
+    client.close()
+
+
+def priority_class(kube: KubeClient, name: str, value: int) -> None:
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+    kube.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", body=body)
+
+
+def pod(
+    kube: KubeClient,
+    ns: str,
+    name: str,
+    cpu: str,
+    priority_class_name: str,
+    *,
+    scheduler: str = "policyd",
+    grace: int | None = None,
+    selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "priorityClassName": priority_class_name,
+        "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    if selector:
+        spec["nodeSelector"] = selector
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return kube.request("POST", object_path("v1", "pods", ns), body=body)
+
+
+def get_pod(kube: KubeClient, ns: str, name: str) -> dict[str, Any] | None:
+    items = kube.request(
+        "GET", object_path("v1", "pods", ns), query={"fieldSelector": f"metadata.name={name}"}
+    )
+    found = items["items"]
+    return dict(found[0]) if found else None
+
+
+def events_of(kube: KubeClient, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
+    items = kube.request(
+        "GET", object_path("v1", "events", ns), query={"fieldSelector": f"involvedObject.name={name}"}
+    )["items"]
+    return [e for e in items if e["reason"] == reason]
+
+
+def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: KubeTestContext) -> None:
+    ns = k8s.namespace
+    node = f"{ns}-full"
+    pool = {"pool": ns}  # other tests' nodes share the apiserver: the preemptor fits only here
+    make_node(kube, node, cpu="1", labels=pool)
+    priority_class(kube, f"{ns}-low", 10)
+    priority_class(kube, f"{ns}-high", 1000)
+    # the node is full of low-priority pods, bound by "someone else" through the binding subresource
+    victims = {"quick": 0, "slow": 30}  # terminationGracePeriodSeconds
+    for name, grace in victims.items():
+        created = pod(kube, ns, name, "450m", f"{ns}-low", scheduler="other", grace=grace)
+        assert bind_pod(kube, ns, name, created["metadata"]["uid"], node).ok
+
+    metrics = SchedulerMetrics()
+    backend = ApiBackend(kube, identity="test")
+    texts = {"default.policy": (REPO / "policies" / "default.policy").read_text()}
+    sched = Scheduler(
+        compile_sources(texts, generation=1),
+        backend,
+        options=SchedulerOptions(bind_workers=2),
+        metrics=metrics,
+    )
+    stop = threading.Event()
+    backend.start(sched)
+    thread = threading.Thread(target=sched.run, args=(stop,), daemon=True)
+    try:
+        assert backend.wait_for_sync(20)
+        thread.start()
+        preemptor = pod(kube, ns, "urgent", "900m", f"{ns}-high", selector=pool)
+        uid = preemptor["metadata"]["uid"]
+
+        # the preemptor is nominated to the node through the status subresource
+        def nominated() -> str:
+            p = get_pod(kube, ns, "urgent") or {}
+            return str((p.get("status") or {}).get("nominatedNodeName") or "")
+
+        assert wait_for(nominated) == node
+
+        # both victims were deleted with their own grace period: the one with 0 is gone at once,
+        # the other is Terminating (there is no kubelet to finish it)
+        assert wait_for(lambda: get_pod(kube, ns, "quick") is None)
+        slow = wait_for(
+            lambda: (get_pod(kube, ns, "slow") or {}).get("metadata", {}).get("deletionTimestamp")
+        )
+        assert slow
+        slow_pod = get_pod(kube, ns, "slow")
+        assert slow_pod is not None
+        assert slow_pod["metadata"]["deletionGracePeriodSeconds"] == 30
+
+        # each victim got kube-scheduler's Preempted event
+        for name in victims:
+            (event,) = wait_for(lambda name=name: events_of(kube, ns, name, "Preempted"))
+            assert event["type"] == "Normal"
+            assert event["message"] == f"Preempted by pod {uid} on node {node}"
+
+        # while a victim is terminating the preemptor waits for it, not bound anywhere else
+        assert node_of(kube, ns, "urgent") == ""
+
+        # the kubelet's part: the terminating victim goes away; then the preemptor binds to the node
+        kube.request(
+            "DELETE",
+            object_path("v1", "pods", ns, "slow"),
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        )
+        assert wait_for(lambda: node_of(kube, ns, "urgent"), timeout=40) == node
+        (scheduled,) = wait_for(lambda: events_of(kube, ns, "urgent", "Scheduled"))
+        assert scheduled["message"] == f"Successfully assigned {ns}/urgent to {node}"
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(10)
+        backend.stop()
+
+    def sample(name: str, **labels: str) -> float:
+        return metrics.registry.get_sample_value(name, labels) or 0.0
+
+    assert sample("policyd_preemption_victims_count") == 1
+    assert sample("policyd_preemption_victims_sum") == 2
+    assert sample("policyd_schedule_attempts_total", result="scheduled", profile="policyd") == 1
+    assert sample("policyd_binding_total", result="bound") == 1
