@@ -38,6 +38,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_LOST_LEASE = 1
 RELOAD_FAILED = "PolicyReloadFailed"  # reason of the Warning Event on a policy ConfigMap
+CONFIGMAP_DEBOUNCE = 0.02  # a ConfigMap update is one atomic event: no burst of saves to wait out
 
 
 def _bool(text: str) -> bool:
@@ -210,12 +211,12 @@ class Runner:
             def changed(obj: dict[str, Any], ns: str = ns, name: str = name) -> None:
                 self.cm_uids[f"{ns}/{name}"] = str((obj.get("metadata") or {}).get("uid") or "")
                 if cm.update(ns, name, obj.get("data") or {}) and self.reloader is not None:
-                    self.reloader.request(f"configmap {ns}/{name}")
+                    self.reloader.request(f"configmap {ns}/{name}", debounce=CONFIGMAP_DEBOUNCE)
 
             def deleted(obj: dict[str, Any], ns: str = ns, name: str = name) -> None:
                 self.cm_uids.pop(f"{ns}/{name}", None)
                 if cm.update(ns, name, None) and self.reloader is not None:
-                    self.reloader.request(f"configmap {ns}/{name} deleted")
+                    self.reloader.request(f"configmap {ns}/{name} deleted", debounce=CONFIGMAP_DEBOUNCE)
 
             def updated(_old: dict[str, Any], new: dict[str, Any], f: Any = changed) -> None:
                 f(new)

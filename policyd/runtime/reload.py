@@ -222,6 +222,7 @@ class PolicyReloader:
         self._lock = threading.Lock()  # serialises reloads
         self._wake = threading.Condition()
         self._pending = False
+        self._quiet = debounce  # the debounce of the pending requests
         self._stop = False
         self._thread: threading.Thread | None = None
 
@@ -307,10 +308,16 @@ class PolicyReloader:
 
     # ------------------------------------------------------------------ background worker
 
-    def request(self, why: str = "") -> None:
-        """Ask for a reload soon (debounced); safe from any thread."""
+    def request(self, why: str = "", debounce: float | None = None) -> None:
+        """Ask for a reload soon, after `debounce` seconds of quiet (default: the reloader's); any thread.
+
+        File saves come as bursts of events (write, truncate, rename) and want the full debounce; a
+        ConfigMap update is one atomic event and can ask for a shorter one.
+        """
         log.debug("policy reload requested why=%s", why)
         with self._wake:
+            wait = self.debounce if debounce is None else min(debounce, self.debounce)
+            self._quiet = wait if not self._pending else max(self._quiet, wait)
             self._pending = True
             self._wake.notify()
 
@@ -343,7 +350,7 @@ class PolicyReloader:
                 # debounce: wait until no new request arrived for `debounce` seconds
                 while self._pending and not self._stop:
                     self._pending = False
-                    self._wake.wait(self.debounce)
+                    self._wake.wait(self._quiet)
                 if self._stop:
                     return
             try:
