@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-SPEC_DIR = Path("/work/shared/cel-spec")
+from tests.shared_data import CEL_SPEC as SPEC_DIR
+
 PROTO_DIR = SPEC_DIR / "proto"
 TESTDATA_DIR = SPEC_DIR / "testdata"
 

@@ -37,6 +37,7 @@ from policyd.compiler.cel_types import (
 )
 from policyd.dsl import cel_ast as ast
 from policyd.dsl.cel_parser import parse_cel
+from tests.shared_data import CEL_SPEC
 
 A = TypeParam("A")
 B = TypeParam("B")
@@ -384,8 +385,6 @@ def test_types_side_table_covers_nodes() -> None:
 
 
 # -- the CEL conformance suite: every valid program type-checks -------------------------------------
-
-CEL_SPEC = Path(__file__).resolve().parents[4] / "shared" / "cel-spec"
 
 
 def _conformance_pool() -> tuple[descriptor_pool.DescriptorPool, type[Message]]:
