@@ -20,7 +20,7 @@ from policyd.compiler.plugins import CompiledPolicySet
 from policyd.errors import PolicydError, PolicyError
 from policyd.runtime import config as configuration
 from policyd.runtime.config import Config, PolicySource, Profile
-from policyd.runtime.http import ServingEndpoints
+from policyd.runtime.http import Passed, ServingEndpoints
 from policyd.runtime.kube.api_backend import ApiBackend, missing_permissions
 from policyd.runtime.kube.client import ApiError, KubeClient
 from policyd.runtime.kube.events import WARNING, ObjectRef
@@ -265,7 +265,7 @@ class Runner:
         self.scheduler = Scheduler(policies, self.backend, options=options, metrics=self.metrics)
         backend, reloader = self.backend, self.reloader
         self.server.readyz.add("informer-sync", lambda: None if backend.has_synced() else "caches not synced")
-        self.server.readyz.add("policy", lambda: None if reloader.readiness()[0] else reloader.readiness()[1])
+        self.server.readyz.add("policy", lambda: _policy_check(reloader))
         self.reloader.start()
         self.backend.start(self.scheduler)
 
@@ -392,3 +392,9 @@ def run(args: argparse.Namespace) -> int:
         print("policyd run: error: leader election lost (could not renew the lease)", file=sys.stderr)
         return EXIT_LOST_LEASE
     return EXIT_OK
+
+
+def _policy_check(reloader: PolicyReloader) -> str | Passed:
+    """Readiness of the policy set: failed before a first load; a failed reload is shown, not fatal."""
+    ready, detail = reloader.readiness()
+    return Passed(detail) if ready else detail

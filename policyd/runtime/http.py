@@ -19,8 +19,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 log = logging.getLogger(__name__)
 
-# A check returns None (or True) when healthy; a string, False, or an exception means failed.
+# A check returns None, True or Passed(detail) when healthy; a string, False, or an exception means failed.
 Check = Callable[[], "str | bool | None"]
+
+
+class Passed(str):
+    """A healthy check's result carrying a detail shown by `?verbose` (`[+]name ok: detail`)."""
+
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 10259
@@ -40,9 +45,13 @@ class HealthChecks:
 
     def run(self, exclude: frozenset[str] = frozenset()) -> list[tuple[str, str | None]]:
         """Run every check; (name, None) when it passed, (name, reason) when it failed."""
+        return [(name, reason) for name, reason, _ in self.run_detailed(exclude)]
+
+    def run_detailed(self, exclude: frozenset[str] = frozenset()) -> list[tuple[str, str | None, str]]:
+        """Run every check; (name, failure reason or None, detail of a passed check or "")."""
         with self._lock:
             checks = list(self._checks.items())
-        results: list[tuple[str, str | None]] = []
+        results: list[tuple[str, str | None, str]] = []
         for name, check in checks:
             if name in exclude:
                 continue
@@ -50,10 +59,12 @@ class HealthChecks:
                 outcome = check()
             except Exception as err:
                 outcome = f"{type(err).__name__}: {err}"
-            if outcome is None or outcome is True:
-                results.append((name, None))
+            if isinstance(outcome, Passed):
+                results.append((name, None, str(outcome)))
+            elif outcome is None or outcome is True:
+                results.append((name, None, ""))
             else:
-                results.append((name, "check failed" if outcome is False else str(outcome)))
+                results.append((name, "check failed" if outcome is False else str(outcome), ""))
         return results
 
 
@@ -149,13 +160,16 @@ class ServingEndpoints:
         self, endpoint: str, checks: HealthChecks, query: dict[str, list[str]]
     ) -> tuple[int, str, bytes]:
         exclude = frozenset(v for values in query.get("exclude", []) for v in values.split(","))
-        results = checks.run(exclude)
-        failed = [(name, reason) for name, reason in results if reason is not None]
+        results = checks.run_detailed(exclude)
+        failed = [(name, reason) for name, reason, _ in results if reason is not None]
         verbose = "verbose" in query
         lines = []
         if verbose or failed:
-            for name, reason in results:
-                lines.append(f"[+]{name} ok" if reason is None else f"[-]{name} failed: {reason}")
+            for name, reason, detail in results:
+                if reason is not None:
+                    lines.append(f"[-]{name} failed: {reason}")
+                else:
+                    lines.append(f"[+]{name} ok: {detail}" if detail else f"[+]{name} ok")
             for name in sorted(exclude):
                 lines.append(f"[+]{name} excluded: ok")
         if failed:

@@ -75,3 +75,20 @@ def test_metrics_and_configz(server: ServingEndpoints) -> None:
     assert status == 200 and ctype == "application/json"
     assert json.loads(body) == {"profiles": [{"schedulerName": "policyd"}]}
     assert get(server.url + "/nothing")[0] == 404
+
+
+def test_passed_check_detail_is_shown_by_verbose_readyz() -> None:
+    from policyd.runtime.http import Passed
+
+    endpoints = ServingEndpoints(port=0)
+    checks = endpoints.readyz
+    checks.add("policy", lambda: Passed("generation 2 in force; last reload failed: p.policy:3:7: error"))
+    checks.add("informers", lambda: None)
+    assert [r for r in checks.run() if r[0] in ("policy", "informers")] == [
+        ("policy", None),
+        ("informers", None),
+    ]
+    status, _, body = endpoints.handle("GET", "/readyz?verbose")
+    assert status == 200
+    assert b"[+]policy ok: generation 2 in force; last reload failed: p.policy:3:7: error" in body
+    assert b"[+]informers ok\n" in body
