@@ -183,12 +183,42 @@ def _let_closure(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> list[str]:
     return out
 
 
+def _unguarded(e: ast.Expr) -> list[ast.Expr]:
+    """The parts of `e` evaluated whatever the pod: all but bodies of comprehensions over pod values.
+
+    A body over a pod-only range (`pod.hostPorts.all(w, ... node.usedPorts ...)`) runs only for pods
+    where the range is non-empty; a non-column read there raises `Unsupported` at evaluation instead.
+    """
+    if isinstance(e, ast.Comprehension):
+        parts = [e.iter_range, e.accu_init, e.result]
+        if _node_uses(e.iter_range):
+            parts += [e.loop_condition, e.loop_step]
+        return [p for part in parts for p in _unguarded(part)]
+    children: list[ast.Expr] = []
+    if isinstance(e, ast.Select):
+        children = [e.operand]
+    elif isinstance(e, ast.Call):
+        children = [*((e.target,) if e.target is not None else ()), *e.args]
+    elif isinstance(e, ast.CreateList):
+        children = list(e.elements)
+    elif isinstance(e, ast.CreateMap):
+        children = [x for entry in e.entries for x in (entry.key, entry.value)]
+    elif isinstance(e, ast.CreateMessage):
+        children = [f.value for f in e.fields]
+    if isinstance(e, ast.Select) and isinstance(e.operand, ast.Ident):
+        return [e]
+    if isinstance(e, ast.Ident):
+        return [e]
+    return [p for child in children for p in _unguarded(child)]
+
+
 def _supported_statically(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> bool:
-    """True when every node read is a column and the node is never passed whole."""
+    """True when every node read outside pod-guarded comprehension bodies is a column."""
     for e in [expr, *(lets[n] for n in _let_closure(expr, lets))]:
-        for use in _node_uses(e):
-            if not isinstance(use, ast.Select) or use.field not in NODE_FIELDS:
-                return False
+        for part in _unguarded(e):
+            for use in _node_uses(part):
+                if not isinstance(use, ast.Select) or use.field not in NODE_FIELDS:
+                    return False
     return True
 
 
@@ -631,7 +661,7 @@ class _Evaluation:
         if field in ("taints", "name"):
             cat = cols.whole[field]
             return Cat(cat.codes[:n].astype(np.intp), cat.values)
-        raise Unsupported(f"node.{field}")
+        raise Unsupported(f"node.{field} is not a column")
 
     def materialise(self, v: Any) -> Any:
         """A node reference as a value (whole-map categorical); other values unchanged."""
