@@ -199,6 +199,7 @@ class Runner:
             metrics=self.metrics,
             compile_fn=lambda texts, gen: only_profiles(names, compile_sources(texts, generation=gen)),
             on_error=self._reload_failed,
+            allow_profile_removal=self.cfg.allow_profile_removal,
         )
         if cm is not None:
             self._watch_config_maps(cm, [s for s in self.cfg.config_map_sources()])

@@ -36,6 +36,7 @@ def defaults() -> dict[str, Any]:
         "percentageOfNodesToScore": 0,
         "backoff": {"initialSeconds": 1, "maxSeconds": 10},
         "bindParallelism": 16,
+        "allowProfileRemoval": False,
         "clientConnection": {"kubeconfig": "", "master": "", "qps": 50, "burst": 100},
         "leaderElection": {
             "leaderElect": True,
@@ -139,6 +140,8 @@ class Config:
     backoff_initial: float
     backoff_max: float
     bind_parallelism: int
+    # a reload that leaves a profile with no policy is refused unless this is set
+    allow_profile_removal: bool
     kubeconfig: str
     master: str
     qps: float
@@ -204,6 +207,7 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
         backoff_initial=float(backoff["initialSeconds"]),
         backoff_max=float(backoff["maxSeconds"]),
         bind_parallelism=int(merged["bindParallelism"]),
+        allow_profile_removal=bool(merged["allowProfileRemoval"]),
         kubeconfig=str(client.get("kubeconfig", "")),
         master=str(client.get("master", "")),
         qps=float(client["qps"]),

@@ -98,3 +98,13 @@ def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
     top.write_text("- 1\n")
     with pytest.raises(ConfigError, match=r"\$: expected a mapping"):
         config.load(top)
+
+
+def test_allow_profile_removal_defaults_off_and_can_be_set(tmp_path: Path) -> None:
+    assert config.load(None).allow_profile_removal is False
+    path = tmp_path / "policyd.yaml"
+    path.write_text("allowProfileRemoval: true\n")
+    assert config.load(path).allow_profile_removal is True
+    path.write_text("allowProfileRemoval: 'yes'\n")
+    with pytest.raises(ConfigError, match="allowProfileRemoval"):
+        config.load(path)
