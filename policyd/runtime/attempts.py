@@ -203,40 +203,48 @@ class AttemptLog:
 
 
 def explain_table(attempt: Attempt) -> str:
-    """A per-node, per-rule text table of one attempt."""
+    """A per-rule (rows), per-node (columns) text table of one attempt; failure reasons as footnotes."""
+    notes: dict[str, int] = {}
+
+    def failed(reasons: Sequence[str]) -> str:
+        text = "; ".join(reasons)
+        return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
+
     filters = [r.name for r in attempt.filter_rules]
     scores = [r.name for r in attempt.score_rules]
-    header = ["NODE", *filters, *(f"{s} (raw/norm/w)" for s in scores), "TOTAL", ""]
-    rows: list[list[str]] = []
-    for rec in attempt.nodes:
-        results = {r.rule.name: r for r in rec.results}
-        cells = [rec.node]
-        for name in filters:
+    rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]
+    for name in filters:
+        row = [f"filter {name}"]
+        for rec in attempt.nodes:
+            results = {r.rule.name: r for r in rec.results}
             if name in results:
                 r = results[name]
-                cells.append("pass" if r.passed else "FAIL: " + "; ".join(r.reasons or (r.error or "",)))
+                row.append("pass" if r.passed else failed(r.reasons or (r.error or "",)))
             elif rec.failure is not None and rec.failure.rule.name == name:
-                cells.append("FAIL: " + "; ".join(rec.failure.reasons))
+                row.append(failed(rec.failure.reasons))
             elif not rec.evaluated:
-                cells.append("-")
-            elif rec.failure is None:
-                cells.append("pass")
+                row.append("-")
             else:
-                cells.append("")
-        parts = {s.rule.name: s for s in rec.score.rules} if rec.score else {}
-        for name in scores:
+                row.append("pass" if rec.failure is None else "")
+        rows.append(row)
+    for name in scores:
+        row = [f"score {name} (raw/norm/weighted)"]
+        for rec in attempt.nodes:
+            parts = {s.rule.name: s for s in rec.score.rules} if rec.score else {}
             s = parts.get(name)
-            cells.append(f"{s.raw}/{s.normalized}/{s.weighted}" if s else "")
-        cells.append(str(rec.score.total) if rec.score else "")
-        cells.append("<- chosen" if rec.node == attempt.chosen else "")
-        rows.append(cells)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+            row.append(f"{s.raw:g}/{s.normalized}/{s.weighted}" if s else "")
+        rows.append(row)
+    rows.append(["TOTAL", *(str(rec.score.total) if rec.score else "" for rec in attempt.nodes)])
+    if attempt.chosen:
+        rows.append(["", *("^ chosen" if rec.node == attempt.chosen else "" for rec in attempt.nodes)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         f"pod {attempt.pod} attempt {attempt.number} (profile {attempt.profile}, policy generation "
         f"{attempt.generation}): {attempt.result}" + (f" on {attempt.chosen}" if attempt.chosen else "")
     ]
-    for row in [header, *rows]:
+    for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines.extend(f"[{n}] {text}" for text, n in notes.items())
     if attempt.message:
         lines.append(f"message: {attempt.message}")
     if attempt.nominated_node:

@@ -105,7 +105,7 @@ def test_table_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["simulate", "--policies", POLICY, "--cluster", cluster, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "default/p" in out and "<none>" in out
-    assert "NodeResourcesFit" in out and "FAIL: Insufficient cpu" in out
+    assert "filter NodeResourcesFit" in out and "FAIL[1]" in out and "[1] Insufficient cpu" in out
     assert (
         main(
             ["explain", "--policies", POLICY, "--cluster", cluster, "--pod", "default/p", "--output", "json"]
