@@ -64,6 +64,9 @@ def test_thousand_pods_on_hundred_nodes(kube: KubeClient, k8s: KubeTestContext) 
     binds_lock = threading.Lock()
 
     def on_bind(result: BindResult) -> None:
+        # pending pods left behind by other tests (their namespaces stay Terminating) are tried too
+        if result.namespace != ns:
+            return
         with binds_lock:
             binds[result.name].append(result)
 
