@@ -43,7 +43,7 @@ INT_SAFE = float(2**62)
 
 # node fields the columns hold; any other node field makes an expression per-node
 RESOURCE_MAPS = frozenset({"allocatable", "requested", "nonZeroRequested", "capacity", "free"})
-NODE_FIELDS = RESOURCE_MAPS | {"labels", "taints", "name", "podCount", "unschedulable", "ready"}
+NODE_FIELDS = RESOURCE_MAPS | {"labels", "taints", "name", "images", "podCount", "unschedulable", "ready"}
 
 
 class Unsupported(Exception):
@@ -212,11 +212,31 @@ def _unguarded(e: ast.Expr) -> list[ast.Expr]:
     return [p for child in children for p in _unguarded(child)]
 
 
-def _supported_statically(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> bool:
-    """True when every node read outside pod-guarded comprehension bodies is a column."""
+def _cluster_node_args(e: ast.Expr) -> set[int]:
+    """Identities of bare `node` arguments of `cluster.<function>(...)` calls in `e`."""
+    out: set[int] = set()
+    for node in _walk(e):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.target, ast.Ident)
+            and node.target.name == "cluster"
+        ):
+            out |= {id(a) for a in node.args if isinstance(a, ast.Ident) and a.name == "node"}
+    return out
+
+
+def _supported_statically(expr: ast.Expr, lets: Mapping[str, ast.Expr], per_row: bool = False) -> bool:
+    """True when every node read outside pod-guarded comprehension bodies is a column.
+
+    With `per_row`, the node may also be passed whole to the cluster view (evaluated once per row:
+    worth it for scores over the feasible rows only).
+    """
     for e in [expr, *(lets[n] for n in _let_closure(expr, lets))]:
+        allowed = _cluster_node_args(e) if per_row else set()
         for part in _unguarded(e):
             for use in _node_uses(part):
+                if id(use) in allowed:
+                    continue
                 if not isinstance(use, ast.Select) or use.field not in NODE_FIELDS:
                     return False
     return True
@@ -583,10 +603,12 @@ class _Evaluation:
         cluster: Any,
         lets: Mapping[str, ast.Expr],
         types: Mapping[int, Any] | None = None,
+        rows: Any = None,
     ) -> None:
         self.types = types or {}
         self.columns = columns
-        self.n = len(columns)
+        self.rows: npt.NDArray[np.intp] | None = None if rows is None else np.asarray(rows, dtype=np.intp)
+        self.n = len(columns) if self.rows is None else len(self.rows)
         self.pod = pod
         self.cluster = cluster
         self.lets = lets
@@ -645,30 +667,38 @@ class _Evaluation:
             return self.let(name)
         raise Unsupported(f"identifier {name}")
 
+    def take(self, column: AnyArray) -> AnyArray:
+        """The evaluated rows of a full column."""
+        return column[: self.n] if self.rows is None else column[self.rows]
+
     def node_field(self, field: str) -> Any:
         cols = self.columns
-        n = self.n
         if field in RESOURCE_MAPS:
             return _MapRef(field)
         if field == "labels":
             return LABELS
         if field == "podCount":
-            return Num(cols.pod_count[:n])
+            return Num(self.take(cols.pod_count))
         if field == "unschedulable":
-            return Num(cols.unschedulable[:n])
+            return Num(self.take(cols.unschedulable))
         if field == "ready":
-            return Num(cols.ready[:n])
-        if field in ("taints", "name"):
+            return Num(self.take(cols.ready))
+        if field in ("taints", "name", "images"):
             cat = cols.whole[field]
-            return Cat(cat.codes[:n].astype(np.intp), cat.values)
+            return Cat(self.take(cat.codes).astype(np.intp), cat.values)
         raise Unsupported(f"node.{field} is not a column")
 
     def materialise(self, v: Any) -> Any:
         """A node reference as a value (whole-map categorical); other values unchanged."""
         if v is LABELS:
             cat = self.columns.whole["labels"]
-            return Cat(cat.codes[: self.n].astype(np.intp), cat.values)
-        if isinstance(v, _MapRef | _NodeRef):
+            return Cat(self.take(cat.codes).astype(np.intp), cat.values)
+        if isinstance(v, _NodeRef):
+            # the whole node (e.g. passed to the cluster view): one category per evaluated row
+            cels = self.columns.cels
+            rows = range(self.n) if self.rows is None else self.rows.tolist()
+            return Cat(np.arange(self.n, dtype=np.intp), [cels[r] for r in rows])
+        if isinstance(v, _MapRef):
             raise Unsupported("whole node map")
         return v
 
@@ -700,21 +730,21 @@ class _Evaluation:
         n = self.n
         if isinstance(ref, _LabelsRef):
             cat = self.columns.labels.get(key)
-            return Num(np.zeros(n, dtype=bool) if cat is None else cat.codes[:n] >= 0)
+            return Num(np.zeros(n, dtype=bool) if cat is None else self.take(cat.codes) >= 0)
         _, present = self.columns.column(ref.name, key)
-        return Num(present.copy())
+        return Num(self.take(present).copy())
 
     def index(self, ref: Any, key: Any) -> Any:
         """`node.labels[key]` (categorical) / `node.<map>[key]` (column) for a pod-only string key."""
-        n = self.n
         missing = EvalErr(f"no such key: {key}")
         if isinstance(ref, _LabelsRef):
             cat = self.columns.labels.get(key)
             if cat is None:
                 return missing
-            codes = cat.codes[:n].astype(np.intp)
+            codes = self.take(cat.codes).astype(np.intp)
             return Cat(np.where(codes < 0, len(cat.values), codes), [*cat.values, missing])
         values, present = self.columns.column(ref.name, key)
+        values, present = self.take(values), self.take(present)
         absent = ~present
         return Num(values, absent if absent.any() else None)
 
@@ -831,7 +861,7 @@ class _Evaluation:
         saved = dict(self.env)
         try:
             for key, cat in self.columns.labels.items():
-                present = cat.codes[:n] >= 0
+                present = self.take(cat.codes) >= 0
                 if not present.any():
                     continue
                 self.env[e.iter_var] = key
@@ -960,10 +990,15 @@ class ExprPlan:
     types: Mapping[int, Any] = field(default_factory=dict)  # id(syntax node) -> checked type
 
     def evaluate(
-        self, pod: Mapping[str, Any], columns: Any, cluster: Any = None, memo: Evaluation | None = None
+        self,
+        pod: Mapping[str, Any],
+        columns: Any,
+        cluster: Any = None,
+        memo: Evaluation | None = None,
+        rows: Any = None,
     ) -> VectorResult:
-        """Evaluate for `pod` over every row of `columns`; raises `Unsupported` (use per-node)."""
-        ev = memo._ev if memo is not None else _Evaluation(columns, pod, cluster, self.lets, self.types)
+        """Evaluate for `pod` over the rows of `columns` (all, or `rows`); raises `Unsupported`."""
+        ev = memo._ev if memo is not None else _Evaluation(columns, pod, cluster, self.lets, self.types, rows)
         n = ev.n
         unsure = np.zeros(n, dtype=bool)
         for name in self.closure:
@@ -1017,8 +1052,9 @@ class Evaluation:
         lets: Mapping[str, ast.Expr],
         cluster: Any = None,
         types: Mapping[int, Any] | None = None,
+        rows: Any = None,
     ) -> None:
-        self._ev = _Evaluation(columns, pod, cluster, lets, types)
+        self._ev = _Evaluation(columns, pod, cluster, lets, types, rows)
 
 
 def _walk(e: ast.Expr) -> list[ast.Expr]:
@@ -1061,7 +1097,7 @@ def lower(
     field selections on absent fields read the zero value as the generated code does.
     """
     lets = dict(lets or {})
-    if not _supported_statically(expr, lets):
+    if not _supported_statically(expr, lets, per_row=kind == "score"):
         return None
     for name in _let_closure(expr, lets):
         for use in _free_idents(lets[name]):
@@ -1079,9 +1115,11 @@ class PolicyPlan:
     scores: tuple[ExprPlan | None, ...]
     types: Mapping[int, Any] = field(default_factory=dict)
 
-    def evaluation(self, columns: Any, pod: Mapping[str, Any], cluster: Any = None) -> Evaluation:
-        """Per-pod state shared by this policy's plans."""
-        return Evaluation(columns, pod, self.lets, cluster, self.types)
+    def evaluation(
+        self, columns: Any, pod: Mapping[str, Any], cluster: Any = None, rows: Any = None
+    ) -> Evaluation:
+        """Per-pod state shared by this policy's plans (over `rows` of the columns, default all)."""
+        return Evaluation(columns, pod, self.lets, cluster, self.types, rows)
 
 
 def lower_policy(policy: Any) -> PolicyPlan:

@@ -4,7 +4,7 @@ One row per node, in the cache's order. Resource maps (`allocatable`, `requested
 `capacity`; `free` is derived) are int64 columns per resource name with a presence mask (a key absent
 from the node's map reads as an error, as in CEL); `podCount`, `unschedulable` and `ready` are plain
 columns; every label key is a categorical column (int32 codes into a per-key vocabulary, -1 where the
-node lacks the key); `taints`, `name` and whole `labels` maps are categorical columns over interned
+node lacks the key); `taints`, `name`, `images` and whole `labels` maps are categorical columns over interned
 values, so an expression reading only them is evaluated once per distinct value. The node's `.cel` dict
 is kept per row for the rare expression that needs the whole node.
 
@@ -101,6 +101,7 @@ class NodeColumns:
             "taints": Categorical(self.capacity),
             "labels": Categorical(self.capacity),
             "name": Categorical(self.capacity),
+            "images": Categorical(self.capacity),
         }
         # bumped on every change: evaluation caches key on it
         self.version = 0
@@ -186,6 +187,8 @@ class NodeColumns:
         self.whole["taints"].codes[row] = self.whole["taints"].code_of(taints, _freeze(taints))
         self.whole["labels"].codes[row] = self.whole["labels"].code_of(labels, _freeze(labels))
         self.whole["name"].codes[row] = self.whole["name"].code_of(cel.get("name", ""))
+        images = cel.get("images") or {}
+        self.whole["images"].codes[row] = self.whole["images"].code_of(images, _freeze(images))
 
     def remove_node(self, row: int) -> None:
         """Mark row `row` dead (rows keep their positions)."""

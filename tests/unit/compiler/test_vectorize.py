@@ -303,7 +303,8 @@ def test_default_policy_lowering_covers_the_column_rules() -> None:
     assert "NodePorts" in vectorised
     scored = {r.name.value for r, p in zip(policy.scores, plan.scores, strict=True) if p is not None}
     assert {"NodeResourcesLeastAllocated", "NodeResourcesBalancedAllocation"} <= scored
-    assert "PodTopologySpreadScore" not in scored  # passes the node to the cluster view
+    # passes the node to the cluster view: lowered, one call per scored row
+    assert "PodTopologySpreadScore" in scored
 
 
 def test_columns_follow_pod_events() -> None:
@@ -323,7 +324,12 @@ def test_columns_follow_pod_events() -> None:
 
 @pytest.mark.parametrize(
     "expr",
-    ["node.images.size() > 0", "size(node.pods) == 0", "cluster.topologySpreadScore(pod, node) > 0"],
+    [
+        "node.images.size() > 0",
+        "size(node.pods) == 0",
+        "cluster.topologySpreadScore(pod, node) > 0",
+        "node == node",
+    ],
 )
 def test_per_node_only_expressions_are_not_lowered(expr: str) -> None:
     text = f"policy p {{\n  filter F {{\n    expr = {expr}\n  }}\n}}\n"
