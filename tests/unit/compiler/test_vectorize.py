@@ -325,7 +325,7 @@ def test_columns_follow_pod_events() -> None:
 @pytest.mark.parametrize(
     "expr",
     [
-        "node.images.size() > 0",
+        "node.usedPorts.size() > 0",
         "size(node.pods) == 0",
         "cluster.topologySpreadScore(pod, node) > 0",
         "node == node",
