@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -124,16 +126,51 @@ def load_texts(texts: Mapping[str, str]) -> LoadResult:
     result = LoadResult()
     for name, text in texts.items():
         result.files.append(name)
-        parsed = parse_file(name, text)
-        result.diagnostics.extend(parsed.diagnostics)
-        for policy in parsed.policies:
-            checker = PolicyChecker(policy)
-            checker.run()
-            result.diagnostics.extend(checker.diagnostics)
-            result.checked.update(checker.checked)
-            result.policies.append(policy)
+        checked = _check_file(name, text)
+        result.diagnostics.extend(checked.diagnostics)
+        result.checked.update(checked.checked)
+        result.policies.extend(checked.policies)
     result.diagnostics.extend(check_policy_set(result.policies))
     return result
+
+
+@dataclass(frozen=True)
+class _CheckedFile:
+    """One file's policies with the diagnostics and check results that depend on that file only."""
+
+    policies: tuple[ir.Policy, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    checked: Mapping[int, CheckedExpression]
+
+
+# (name, text) -> checked file: a reload re-checks only the files that changed (policies are frozen)
+_FILE_CACHE: OrderedDict[tuple[str, str], _CheckedFile] = OrderedDict()
+_FILE_CACHE_SIZE = 1024
+_FILE_CACHE_LOCK = threading.Lock()
+
+
+def _check_file(name: str, text: str) -> _CheckedFile:
+    """Parse and check one file, or reuse the result for the same name and text."""
+    key = (name, text)
+    with _FILE_CACHE_LOCK:
+        hit = _FILE_CACHE.get(key)
+        if hit is not None:
+            _FILE_CACHE.move_to_end(key)
+            return hit
+    parsed = parse_file(name, text)
+    diagnostics = list(parsed.diagnostics)
+    checked: dict[int, CheckedExpression] = {}
+    for policy in parsed.policies:
+        checker = PolicyChecker(policy)
+        checker.run()
+        diagnostics.extend(checker.diagnostics)
+        checked.update(checker.checked)
+    entry = _CheckedFile(tuple(parsed.policies), tuple(diagnostics), checked)
+    with _FILE_CACHE_LOCK:
+        _FILE_CACHE[key] = entry
+        while len(_FILE_CACHE) > _FILE_CACHE_SIZE:
+            _FILE_CACHE.popitem(last=False)
+    return entry
 
 
 def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:

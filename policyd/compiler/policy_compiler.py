@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -704,9 +706,25 @@ def texts_hash(texts: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
+# id(policy) -> (policy, code): the loader reuses the IR of unchanged files, so their code is reused too
+_CODE_CACHE: OrderedDict[int, tuple[ir.Policy, _PolicyCode]] = OrderedDict()
+_CODE_CACHE_SIZE = 1024
+_CODE_CACHE_LOCK = threading.Lock()
+
+
 def compile_policy(policy: ir.Policy) -> _PolicyCode:
-    """Generate and compile one policy's functions."""
-    return _PolicyGenerator(policy).build()
+    """Generate and compile one policy's functions (cached for the same IR object)."""
+    with _CODE_CACHE_LOCK:
+        hit = _CODE_CACHE.get(id(policy))
+        if hit is not None and hit[0] is policy:
+            _CODE_CACHE.move_to_end(id(policy))
+            return hit[1]
+    code = _PolicyGenerator(policy).build()
+    with _CODE_CACHE_LOCK:
+        _CODE_CACHE[id(policy)] = (policy, code)
+        while len(_CODE_CACHE) > _CODE_CACHE_SIZE:
+            _CODE_CACHE.popitem(last=False)
+    return code
 
 
 def compile_policy_set(policies: Sequence[ir.Policy], *, generation: int) -> pl.CompiledPolicySet:

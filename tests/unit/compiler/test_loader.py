@@ -98,3 +98,19 @@ def test_directory_walk_skips_yaml_of_other_kinds_but_not_named_files(tmp_path: 
     assert walked.files == [str(tmp_path / "p.policy")] and not walked.has_errors
     named = load_policies([str(suite)])
     assert named.has_errors
+
+
+def test_unchanged_texts_reuse_checked_policies_and_compiled_code() -> None:
+    from policyd.compiler.loader import load_texts
+    from policyd.compiler.policy_compiler import compile_policy
+
+    a = 'policy a {\n  filter F { expr = node.name != "x" }\n}\n'
+    b = 'policy b {\n  filter G { expr = node.name != "y" }\n}\n'
+    first = load_texts({"a.policy": a, "b.policy": b})
+    second = load_texts({"a.policy": a, "b.policy": b.replace('"y"', '"z"')})
+    assert second.policies[0] is first.policies[0]  # a.policy unchanged: same checked IR
+    assert second.policies[1] is not first.policies[1]
+    assert compile_policy(second.policies[0]) is compile_policy(first.policies[0])
+    assert compile_policy(second.policies[1]) is not compile_policy(first.policies[1])
+    # the same text under another name is a different file (names appear in diagnostics)
+    assert load_texts({"c.policy": a}).policies[0] is not first.policies[0]
