@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from policyd.compiler.loader import LoadResult, load_policies, load_texts, policy_files
+from policyd.compiler.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
 from policyd.runtime import config as configuration
 from policyd.runtime.reload import ConfigMapSource
@@ -100,13 +100,7 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
     manifests = _manifest_args(configmap_files, wanted)
 
     io_errors: list[str] = []
-    texts: dict[str, str] = {}
-    for path in policy_files(paths, io_errors):
-        try:
-            with open(path, encoding="utf-8") as f:
-                texts[path] = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
+    texts = read_policy_files(paths, io_errors)
 
     maps = ConfigMapSource(wanted)
     for key in wanted:

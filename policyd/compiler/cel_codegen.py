@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.compiler import cel_runtime as rt
+from policyd.compiler.cel_checker import container_candidates
 from policyd.compiler.cel_env import CelEnv, CheckResult, FunctionDecl, Overload
 from policyd.compiler.cel_stdlib import DYNAMIC_IMPLS, TYPE_VALUES, standard_functions
 from policyd.compiler.cel_types import (
@@ -92,18 +93,6 @@ def mangle(name: str) -> str:
     """The Python parameter name of CEL variable `name`."""
     out = name.replace("_", "__").replace(".", "_d")
     return f"v_{out}" if "." in name else f"v_{name}"
-
-
-def container_candidates(name: str, container: str) -> list[str]:
-    """Names `name` may refer to inside `container`, most specific first."""
-    if name.startswith("."):
-        return [name[1:]]
-    out: list[str] = []
-    parts = container.split(".") if container else []
-    for i in range(len(parts), 0, -1):
-        out.append(".".join(parts[:i]) + "." + name)
-    out.append(name)
-    return out
 
 
 @dataclass

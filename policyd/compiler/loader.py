@@ -103,17 +103,24 @@ def parse_file(path: str, text: str) -> ParseResult:
     return parse_policy_text(text, path)
 
 
-def load_policies(paths: Sequence[str]) -> LoadResult:
-    """Read, parse and check every policy under `paths`."""
-    io_errors: list[str] = []
+def read_policy_files(paths: Sequence[str], io_errors: list[str]) -> dict[str, str]:
+    """The text of every policy file under `paths`, by path; problems are appended to `io_errors`."""
     texts: dict[str, str] = {}
     for path in policy_files(paths, io_errors):
         try:
             with open(path, encoding="utf-8") as f:
                 texts[path] = f.read()
+        except FileNotFoundError:
+            continue  # deleted between listing and reading (an editor's save): gone is gone
         except (OSError, UnicodeDecodeError) as e:
             io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
-    result = load_texts(texts)
+    return texts
+
+
+def load_policies(paths: Sequence[str]) -> LoadResult:
+    """Read, parse and check every policy under `paths`."""
+    io_errors: list[str] = []
+    result = load_texts(read_policy_files(paths, io_errors))
     result.io_errors[:0] = io_errors
     return result
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from policyd.compiler.loader import POLICY_SUFFIXES, policy_files
+from policyd.compiler.loader import POLICY_SUFFIXES, read_policy_files
 from policyd.compiler.plugins import CompiledPolicySet
 from policyd.compiler.policy_compiler import compile_sources
 from policyd.compiler.policy_compiler import texts_hash as content_hash
@@ -53,16 +53,7 @@ class FileSource:
     def read(self) -> dict[str, str]:
         """Every policy file under the paths; a missing path or unreadable file is an error."""
         problems: list[str] = []
-        files = policy_files(self.paths, problems)
-        texts: dict[str, str] = {}
-        for path in files:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    texts[path] = f.read()
-            except FileNotFoundError:
-                continue  # deleted between listing and reading: the next event re-reads
-            except (OSError, UnicodeDecodeError) as e:
-                problems.append(f"{path}: {e}")
+        texts = read_policy_files(self.paths, problems)
         if problems:
             raise PolicyError([_io_diagnostic(p) for p in problems])
         return texts
