@@ -11,6 +11,7 @@ mangled (`v_pod`, `l3`), so no policy text becomes Python code.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -141,6 +142,11 @@ def descending(value: Any) -> Any:
     if isinstance(value, int | float):
         return -value
     return Descending(value)
+
+
+def _assign(target: str, value: str) -> list[str]:
+    """Generated lines assigning `value` to `target`."""
+    return [f"{target} = {value}"]
 
 
 class _Writer:
@@ -300,13 +306,9 @@ class _PolicyGenerator:
                 w.line("        break")
                 w.line("else:")
                 w.indent += 1
-            w.line("try:")
-            w.indent += 1
-            value = self.embed(w, let.expr, Context.LET)
-            w.line(f"{local} = {value}")
-            w.indent -= 1
-            w.line("except _ERRS as _e:")
-            w.line(f"    {local} = _LetError(_e)")
+            self.guarded(
+                w, let.expr, Context.LET, functools.partial(_assign, local), [f"{local} = _LetError(_e)"]
+            )
             if failed:
                 w.indent -= 1
             w.line(f"{table}[{index!r}] = {local}")
@@ -347,17 +349,14 @@ class _PolicyGenerator:
             self.closure(rule.expr),
             lambda msg: verdict("False", f"({name!r} + ': ' + {msg},)", msg) + ("; break" if collect else ""),
         )
-        w.line("try:")
-        w.indent += 1
-        value = self.embed(w, rule.expr, Context.FILTER)
-        w.line(f"_ok = {value}")
-        w.indent -= 1
-        w.line("except _ERRS as _e:")
-        w.indent += 1
-        w.line("_msg = _str(_as_eval_error(_e))")
-        w.line(verdict("False", f"({name!r} + ': ' + _msg,)", "_msg"))
-        w.line("break")
-        w.indent -= 1
+        failure = verdict("False", f"({name!r} + ': ' + _msg,)", "_msg")
+        self.guarded(
+            w,
+            rule.expr,
+            Context.FILTER,
+            lambda v: [f"_ok = {v}"],
+            ["_msg = _str(_as_eval_error(_e))", failure, "break"],
+        )
         w.line("if _ok is True:")
         if collect:
             w.line("    " + verdict("True", "()", "None"))
@@ -378,13 +377,28 @@ class _PolicyGenerator:
         guards = [f"_isinstance(l{self.let_index[n]}, _LetError)" for n in self.closure(rule.unresolvable)]
         w.line(f"if not ({' or '.join(guards) or 'False'}):")
         w.indent += 1
+        self.guarded(
+            w, rule.unresolvable, Context.UNRESOLVABLE, lambda v: [f"_unres = {v} is True"], ["pass"]
+        )
+        w.indent -= 1
+
+    def guarded(
+        self,
+        w: _Writer,
+        expr: ir.Expression,
+        context: Context,
+        body: Callable[[str], list[str]],
+        on_error: list[str],
+    ) -> None:
+        """Emit `try: <body(value of expr)> except _ERRS as _e: <on_error>` (CEL errors never escape)."""
         w.line("try:")
         w.indent += 1
-        value = self.embed(w, rule.unresolvable, Context.UNRESOLVABLE)
-        w.line(f"_unres = {value} is True")
+        value = self.embed(w, expr, context)
+        w.block(body(value))
         w.indent -= 1
-        w.line("except _ERRS:")
-        w.line("    pass")
+        w.line("except _ERRS as _e:")
+        w.indent += 1
+        w.block(on_error)
         w.indent -= 1
 
     def reason(self, w: _Writer, rule: ir.FilterRule) -> None:
@@ -403,14 +417,16 @@ class _PolicyGenerator:
             w.line(f"    _reasons = ({name!r} + ': ' + l{self.let_index[n]}.message,)")
         w.line("if _reasons is None:")
         w.indent += 1
-        w.line("try:")
-        w.indent += 1
-        value = self.embed(w, rule.reason, Context.REASON)
-        w.line(f"_r = {value}")
-        w.line("_reasons = (_r,) if _isinstance(_r, _str) else _tuple(_str(_x) for _x in _r)")
-        w.indent -= 1
-        w.line("except _ERRS as _e:")
-        w.line(f"    _reasons = ({name!r} + ': reason: ' + _str(_as_eval_error(_e)),)")
+        self.guarded(
+            w,
+            rule.reason,
+            Context.REASON,
+            lambda v: [
+                f"_r = {v}",
+                "_reasons = (_r,) if _isinstance(_r, _str) else _tuple(_str(_x) for _x in _r)",
+            ],
+            [f"_reasons = ({name!r} + ': reason: ' + _str(_as_eval_error(_e)),)"],
+        )
         w.indent -= 1
 
     def generate(self) -> str:
@@ -447,13 +463,7 @@ class _PolicyGenerator:
             w.line("while True:")
             w.indent += 1
             self.let_guard(w, needed, lambda msg: "break")
-            w.line("try:")
-            w.indent += 1
-            value = self.embed(w, rule.expr, Context.SCORE)
-            w.line(f"_s = _float({value})")
-            w.indent -= 1
-            w.line("except _ERRS:")
-            w.line("    pass")
+            self.guarded(w, rule.expr, Context.SCORE, lambda v: [f"_s = _float({v})"], ["pass"])
             w.line("break")
             w.indent -= 1
             w.line("_out.append(_s)")
