@@ -1,16 +1,19 @@
 """`policyd bench`: run scheduler_perf-like workloads and write a JSON result file and a markdown table.
 
 `--mode inprocess` drives the real Scheduler on the simulated back-end (the algorithm's throughput);
-`--mode e2e` (against a real kube-apiserver, side by side with kube-scheduler) is not available yet.
-The workloads and the runner live in the repository's `benchmarks/` directory.
+`--mode e2e` runs `policyd run` and kube-scheduler one after the other, each against a fresh real
+kube-apiserver + etcd, with equal client QPS/burst (`benchmarks/e2e.py`); `--mode both` does both.
+The workloads and the runners live in the repository's `benchmarks/` directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_WORKLOADS = ("SchedulingBasic/500",)
@@ -26,6 +29,14 @@ def _benchmarks() -> tuple[ModuleType, ModuleType]:
     return workloads, inprocess
 
 
+def _e2e() -> ModuleType:
+    """Import `benchmarks.e2e` (from the source tree; it needs `tests/integration/apiserver.py`)."""
+    _benchmarks()
+    import benchmarks.e2e as e2e
+
+    return e2e
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
     parser.add_argument(
@@ -39,7 +50,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (e.g. 0.1)")
     parser.add_argument("--node-scale", type=float, default=1.0, help="multiply node counts")
-    parser.add_argument("--mode", choices=("inprocess", "e2e"), default="inprocess")
+    parser.add_argument(
+        "--mode",
+        choices=("inprocess", "e2e", "both"),
+        default="inprocess",
+        help="inprocess: simulated back-end; e2e: real kube-apiserver, policyd vs kube-scheduler",
+    )
+    parser.add_argument(
+        "--qps", type=float, default=None, help="e2e: client QPS of both schedulers (default 50)"
+    )
+    parser.add_argument(
+        "--burst", type=int, default=None, help="e2e: client burst of both schedulers (default 100)"
+    )
+    parser.add_argument(
+        "--schedulers",
+        default=None,
+        metavar="LIST",
+        help="e2e: comma-separated schedulers, run in order (default kube-scheduler,policyd)",
+    )
     parser.add_argument("--policies", nargs="+", default=None, help="policy files (default.policy)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"), help="result directory")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
@@ -52,19 +80,54 @@ def run(args: argparse.Namespace) -> int:
         for name, wl in workloads.WORKLOADS.items():
             print(f"{name}\t{wl.nodes} nodes, {wl.measured_pods} measured pods\t{wl.description}")
         return 0
-    if args.mode == "e2e":
-        print("policyd bench: --mode e2e is not available yet (needs the API back-end)", file=sys.stderr)
-        return 2
-    if args.scale <= 0 or args.node_scale <= 0:
-        print("policyd bench: --scale and --node-scale must be positive", file=sys.stderr)
+    problem = usage_problem(args)
+    if problem:
+        print(f"policyd bench: {problem}", file=sys.stderr)
         return 2
     try:
         chosen = [workloads.workload(name) for name in args.workloads or DEFAULT_WORKLOADS]
     except KeyError as exc:
         print(f"policyd bench: {exc.args[0]}", file=sys.stderr)
         return 2
-    progress = None if args.quiet else (lambda text: print(text, file=sys.stderr))
+    progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     policies = args.policies or [inprocess.DEFAULT_POLICY]
+    if args.mode in ("inprocess", "both"):
+        _run_inprocess(args, inprocess, chosen, policies, progress)
+    if args.mode in ("e2e", "both"):
+        return _run_e2e(args, chosen, policies, progress)
+    return 0
+
+
+def usage_problem(args: argparse.Namespace) -> str:
+    """What is wrong with the arguments ("" when nothing is)."""
+    if args.scale <= 0 or args.node_scale <= 0:
+        return "--scale and --node-scale must be positive"
+    e2e_only = [
+        flag
+        for flag, value in (("--qps", args.qps), ("--burst", args.burst), ("--schedulers", args.schedulers))
+        if value is not None
+    ]
+    if args.mode == "inprocess" and e2e_only:
+        return f"{', '.join(e2e_only)}: only with --mode e2e or both"
+    if args.qps is not None and args.qps <= 0:
+        return "--qps must be positive"
+    if args.burst is not None and args.burst < 1:
+        return "--burst must be at least 1"
+    if args.schedulers is not None:
+        try:
+            _e2e().parse_schedulers(args.schedulers)
+        except ValueError as exc:
+            return f"--schedulers: {exc}"
+    return ""
+
+
+def _run_inprocess(
+    args: argparse.Namespace,
+    inprocess: ModuleType,
+    chosen: list[Any],
+    policies: list[str],
+    progress: Callable[[str], None] | None,
+) -> None:
     results = []
     print(inprocess.MARKDOWN_HEADER, end="")
     for wl in chosen:
@@ -74,5 +137,34 @@ def run(args: argparse.Namespace) -> int:
         print(inprocess.markdown_row(result), end="", flush=True)
         results.append(result)
     json_path, md_path = inprocess.write_results(results, args.out)
+    print(f"wrote {json_path} and {md_path}")
+
+
+def _run_e2e(
+    args: argparse.Namespace, chosen: list[Any], policies: list[str], progress: Callable[[str], None] | None
+) -> int:
+    e2e = _e2e()
+    print(e2e.MARKDOWN_HEADER, end="")
+    try:
+        results = e2e.run_workloads(
+            chosen,
+            schedulers=e2e.parse_schedulers(args.schedulers) if args.schedulers else e2e.SCHEDULERS,
+            scale=args.scale,
+            node_scale=args.node_scale,
+            qps=args.qps if args.qps is not None else e2e.DEFAULT_QPS,
+            burst=args.burst if args.burst is not None else e2e.DEFAULT_BURST,
+            policies=policies,
+            progress=progress,
+            on_result=lambda r: print(e2e.markdown_row(r), end="", flush=True),
+        )
+    except KeyboardInterrupt:
+        print("policyd bench: interrupted (every process stopped)", file=sys.stderr)
+        return 130
+    except (e2e.BenchError, OSError) as exc:
+        print(f"policyd bench: e2e failed: {exc}", file=sys.stderr)
+        return 1
+    print()
+    print(e2e.markdown_table(results), end="")
+    json_path, md_path = e2e.write_results(results, args.out)
     print(f"wrote {json_path} and {md_path}")
     return 0

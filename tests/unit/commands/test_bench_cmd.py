@@ -72,9 +72,14 @@ def test_unknown_workload_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "unknown or ambiguous workload" in capsys.readouterr().err
 
 
-def test_e2e_mode_not_available_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--mode", "e2e", "--out", str(tmp_path)]) == 2
-    assert "not available" in capsys.readouterr().err
+def test_e2e_mode_checks_its_arguments_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a real e2e run starts kube-apiservers: tests/integration/test_bench_e2e_run.py does that
+    assert main(["bench", "--mode", "e2e", "--schedulers", "nope", "--out", str(tmp_path)]) == 2
+    assert "unknown scheduler" in capsys.readouterr().err
+    assert main(["bench", "--mode", "e2e", "--qps", "0", "--out", str(tmp_path)]) == 2
+    assert not list(tmp_path.iterdir())
 
 
 def test_list_names_every_workload(capsys: pytest.CaptureFixture[str]) -> None:

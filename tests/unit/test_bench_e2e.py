@@ -1,0 +1,215 @@
+"""The end-to-end benchmark's pure parts: histogram quantiles, result table, configs, arguments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import e2e  # noqa: E402
+from benchmarks.workloads import WORKLOADS, CreatePods, pod_template  # noqa: E402
+from policyd.commands import bench  # noqa: E402
+from policyd.runtime import config as configuration  # noqa: E402
+
+METRICS = """\
+# HELP scheduler_e2e_scheduling_duration_seconds [ALPHA] E2e scheduling latency in seconds
+# TYPE scheduler_e2e_scheduling_duration_seconds histogram
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="scheduled",le="0.001"} 0
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="scheduled",le="0.002"} 10
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="scheduled",le="0.004"} 90
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="scheduled",le="+Inf"} 100
+scheduler_e2e_scheduling_duration_seconds_sum{profile="default-scheduler",result="scheduled"} 0.3
+scheduler_e2e_scheduling_duration_seconds_count{profile="default-scheduler",result="scheduled"} 100
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="unschedulable",le="0.001"} 0
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="unschedulable",le="0.002"} 0
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="unschedulable",le="0.004"} 10
+scheduler_e2e_scheduling_duration_seconds_bucket{profile="default-scheduler",result="unschedulable",le="+Inf"} 10
+scheduler_e2e_scheduling_duration_seconds_sum{profile="default-scheduler",result="unschedulable"} 0.03
+scheduler_e2e_scheduling_duration_seconds_count{profile="default-scheduler",result="unschedulable"} 10
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="0.001"} 5
+scheduler_scheduling_algorithm_duration_seconds_bucket{le="+Inf"} 5
+scheduler_scheduling_algorithm_duration_seconds_sum 0.001
+scheduler_scheduling_algorithm_duration_seconds_count 5
+"""
+
+
+def test_parse_histogram_sums_label_sets_and_filters_labels() -> None:
+    name = "scheduler_e2e_scheduling_duration_seconds"
+    hist = e2e.parse_histogram(METRICS, name)
+    assert hist is not None
+    assert hist.buckets == ((0.001, 0.0), (0.002, 10.0), (0.004, 100.0), (math.inf, 110.0))
+    assert hist.count == 110 and hist.total == pytest.approx(0.33)
+    only = e2e.parse_histogram(METRICS, name, {"result": "scheduled"})
+    assert only is not None and only.count == 100
+    assert e2e.parse_histogram(METRICS, "scheduler_missing_seconds") is None
+    # the algorithm histogram is not mistaken for a prefix match of another name
+    algo = e2e.parse_histogram(METRICS, "scheduler_scheduling_algorithm_duration_seconds")
+    assert algo is not None and algo.count == 5
+
+
+def test_quantile_interpolates_inside_the_bucket_like_promql() -> None:
+    hist = e2e.Histogram(((0.001, 0.0), (0.002, 10.0), (0.004, 90.0), (math.inf, 100.0)), 100, 0.3)
+    # rank 50 falls in (0.002, 0.004]: 0.002 + 0.002 * (50 - 10) / 80
+    assert hist.quantile(0.5) == pytest.approx(0.003)
+    assert hist.quantile(0.1) == pytest.approx(0.002)
+    # rank 99 is beyond the last finite bound: that bound is reported
+    assert hist.quantile(0.99) == pytest.approx(0.004)
+    assert math.isnan(e2e.Histogram().quantile(0.5))
+    assert math.isnan(e2e.Histogram(((math.inf, 0.0),), 0, 0).quantile(0.5))
+
+
+def test_first_bucket_interpolates_from_zero() -> None:
+    hist = e2e.Histogram(((0.01, 100.0), (math.inf, 100.0)), 100, 0.5)
+    assert hist.quantile(0.5) == pytest.approx(0.005)
+
+
+def test_minus_gives_the_observations_of_the_measured_phase() -> None:
+    before = e2e.Histogram(((0.001, 5.0), (0.002, 10.0), (math.inf, 10.0)), 10, 0.01)
+    after = e2e.Histogram(((0.001, 5.0), (0.002, 10.0), (math.inf, 110.0)), 110, 5.01)
+    delta = after.minus(before)
+    assert delta.buckets == ((0.001, 0.0), (0.002, 0.0), (math.inf, 100.0))
+    assert delta.count == 100 and delta.total == pytest.approx(5.0)
+    assert delta.quantile(0.5) == pytest.approx(0.002)
+
+
+def test_first_histogram_prefers_the_first_present_name() -> None:
+    text = METRICS.replace("scheduler_e2e_scheduling", "scheduler_scheduling_attempt")
+    name, hist = e2e.first_histogram(text, e2e.ATTEMPT_METRICS[e2e.KUBE_SCHEDULER])
+    assert name == "scheduler_scheduling_attempt_duration_seconds" and hist.count == 110
+    name, hist = e2e.first_histogram("", e2e.ATTEMPT_METRICS[e2e.POLICYD])
+    assert name == "policyd_scheduling_attempt_duration_seconds" and hist.count == 0
+
+
+def result(workload: str, scheduler: str, pods_per_second: float) -> e2e.E2EResult:
+    return e2e.E2EResult(
+        workload=workload,
+        scheduler=scheduler,
+        scale=0.1,
+        node_scale=1.0,
+        nodes=5000,
+        measured_pods=1000,
+        scheduled=1000,
+        seconds=1000 / pods_per_second,
+        pods_per_second=pods_per_second,
+        attempt_p50_ms=12.345,
+        attempt_p99_ms=math.nan,
+        algorithm_p50_ms=1.0,
+        algorithm_p99_ms=2.0,
+        peak_rss_mib=123.4,
+        qps=50.0,
+        burst=100,
+    )
+
+
+def test_ratios_and_table() -> None:
+    results = [
+        result("SchedulingBasic/5000Nodes", e2e.KUBE_SCHEDULER, 50.0),
+        result("SchedulingBasic/5000Nodes", e2e.POLICYD, 55.0),
+        result("SchedulingNodeAffinity/5000Nodes", e2e.POLICYD, 20.0),  # no kube-scheduler run
+    ]
+    assert e2e.ratios(results) == {"SchedulingBasic/5000Nodes": 1.1}
+    table = e2e.markdown_table(results).splitlines()
+    assert table[0].startswith("| workload | scheduler |") and "ratio" in table[0]
+    assert len(table) == 2 + 3
+    assert table[2] == (
+        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1000 | 50/100 | 50.0 |  | 12.3 | - "
+        "| 1.0 | 2.0 | 123 |"
+    )
+    assert "| 55.0 | 1.10x |" in table[3]
+    assert "| 20.0 |  |" in table[4]
+
+
+def test_write_results(tmp_path: Path) -> None:
+    results = [
+        result("SchedulingBasic/5000Nodes", e2e.KUBE_SCHEDULER, 50.0),
+        result("SchedulingBasic/5000Nodes", e2e.POLICYD, 40.0),
+    ]
+    json_path, md_path = e2e.write_results(results, str(tmp_path))
+    assert json_path.name.startswith("e2e-") and json_path.suffix == ".json"
+    doc = json.loads(json_path.read_text())
+    assert doc["ratios"] == {"SchedulingBasic/5000Nodes": 0.8}
+    assert doc["results"][0]["attempt_p99_ms"] is None  # nan is not JSON
+    assert {"cpu", "cores", "python"} <= set(doc["machine"])
+    assert "0.80x" in md_path.read_text()
+
+
+def test_scheduler_configs_carry_equal_qps_and_burst() -> None:
+    ks = yaml.safe_load(e2e.kube_scheduler_config("/tmp/kc", 50.0, 100, 12345))
+    assert ks["apiVersion"] == "kubescheduler.config.k8s.io/v1beta1"
+    assert ks["clientConnection"] == {"kubeconfig": "/tmp/kc", "qps": 50, "burst": 100}
+    assert ks["leaderElection"] == {"leaderElect": False}
+    assert ks["metricsBindAddress"] == "127.0.0.1:12345"
+    args = e2e.kube_scheduler_command("/bin/kube-scheduler", "/tmp/c.yaml", 12345)
+    assert "--secure-port=0" in args and "--port=12345" in args
+    doc = e2e.policyd_config("/tmp/kc", 50.0, 100, 12345, ["/p/default.policy"])
+    cfg = configuration.from_dict(doc, "<bench>")  # valid against schemas/config.schema.json
+    assert (cfg.qps, cfg.burst, cfg.port) == (50.0, 100, 12345)
+    assert not cfg.leader_election.leader_elect
+    assert cfg.scheduler_names == (e2e.POLICYD,)
+
+
+def test_pod_object_for_the_api() -> None:
+    op = CreatePods(3, pod_template("3000m", priority=10), namespace="sched-test")
+    obj = e2e.pod_object(op, 2, "op3", e2e.pod_scheduler_name(e2e.POLICYD))
+    assert obj["metadata"]["name"] == "pod-op3-2" and obj["metadata"]["namespace"] == "sched-test"
+    assert "uid" not in obj["metadata"] and "creationTimestamp" not in obj["metadata"]
+    assert obj["spec"]["schedulerName"] == "policyd"
+    assert "priority" not in obj["spec"] and obj["spec"]["priorityClassName"] == "bench-priority-10"
+    assert e2e.pod_scheduler_name(e2e.KUBE_SCHEDULER) == "default-scheduler"
+    assert e2e.priority_class_name(-5) == "bench-priority-minus-5"
+
+
+def test_node_objects_split_status() -> None:
+    op = WORKLOADS["SchedulingNodeAffinity/5000Nodes"].ops[0]
+    pairs = e2e.node_objects(op, 7)  # type: ignore[arg-type]
+    obj, status = pairs[0]
+    assert obj["metadata"]["name"] == "scheduler-perf-7" and "status" not in obj
+    assert obj["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone1"
+    assert status["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert len(pairs) == 5000
+
+
+def test_pod_state() -> None:
+    assert e2e.pod_state({"spec": {"nodeName": "n1"}}) == "bound"
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    assert e2e.pod_state({"spec": {}, "status": {"conditions": [unschedulable]}}) == "unschedulable"
+    assert e2e.pod_state({"spec": {}, "status": {}}) == "pending"
+
+
+def test_parse_schedulers() -> None:
+    assert e2e.parse_schedulers("policyd, kube-scheduler") == ("policyd", "kube-scheduler")
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        e2e.parse_schedulers("kube-scheduler,volcano")
+    with pytest.raises(ValueError):
+        e2e.parse_schedulers(" , ")
+
+
+def bench_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_bench_command_argument_checks() -> None:
+    assert bench.usage_problem(bench_args("--mode", "e2e", "--qps", "100", "--burst", "200")) == ""
+    assert bench.usage_problem(bench_args("--mode", "both")) == ""
+    assert "only with --mode e2e" in bench.usage_problem(bench_args("--qps", "100"))
+    assert "--qps must be positive" in bench.usage_problem(bench_args("--mode", "e2e", "--qps", "0"))
+    assert "--burst" in bench.usage_problem(bench_args("--mode", "e2e", "--burst", "0"))
+    assert "--schedulers" in bench.usage_problem(bench_args("--mode", "e2e", "--schedulers", "x"))
+    assert "positive" in bench.usage_problem(bench_args("--scale", "0"))
+
+
+def test_bench_command_rejects_bad_e2e_arguments_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.run(bench_args("--mode", "e2e", "--schedulers", "nope")) == 2
+    assert "unknown scheduler" in capsys.readouterr().err
+    assert bench.run(bench_args("--mode", "e2e", "-w", "NoSuchWorkload")) == 2
