@@ -580,7 +580,7 @@ def priority_class_name(value: int) -> str:
     return f"bench-priority-{value}" if value >= 0 else f"bench-priority-minus-{-value}"
 
 
-def _parallel(work: Callable[[Any], None], items: Sequence[Any], threads: int) -> None:
+def _parallel(work: Callable[[Any], Any], items: Sequence[Any], threads: int) -> None:
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="create") as pool:
         for _ in pool.map(work, items):
             pass
@@ -683,9 +683,7 @@ def run_one(
                     if op.collect_metrics and before is None:
                         before = sched.metrics()
                         t_measure = t0 = time.monotonic()
-                    _parallel(
-                        lambda body, path=path: client.request("POST", path, body=body), bodies, threads
-                    )
+                    _create_pods(client, path, bodies, threads)
                     created += keys
                     if op.collect_metrics:
                         measured += keys
@@ -771,6 +769,13 @@ def _create_nodes(client: Any, op: CreateNodes, first_index: int, threads: int) 
     _parallel(create, node_objects(op, first_index), threads)
 
 
+def _create_pods(client: Any, path: str, bodies: Sequence[KubeObject], threads: int) -> None:
+    def create(body: KubeObject) -> None:
+        client.request("POST", path, body=body)
+
+    _parallel(create, bodies, threads)
+
+
 def _create_priority_classes(client: Any, wl: Workload) -> None:
     values = sorted(
         {
@@ -800,7 +805,7 @@ def run_workloads(
     policies: Sequence[str] = (DEFAULT_POLICY,),
     threads: int = CREATE_THREADS,
     progress: Callable[[str], None] | None = None,
-    on_result: Callable[[E2EResult], None] | None = None,
+    on_result: Callable[[E2EResult], Any] | None = None,
 ) -> list[E2EResult]:
     """Every workload with every scheduler, one fresh control plane each; the results in order."""
     results = []

@@ -73,7 +73,11 @@ class ApiBackend:
     ) -> None:
         self.client = client
         self.identity = identity
-        self.recorder = recorder or EventRecorder(client, instance=identity or "policyd")
+        # Events get their own client and QPS budget (kube-scheduler's separate event clientset)
+        self._event_client = client.sibling("policyd-events") if recorder is None else None
+        self.recorder = recorder or EventRecorder(
+            self._event_client or client, instance=identity or "policyd"
+        )
         self.status = PodStatusWriter(client)
         self.sync_timeout = sync_timeout
         self.informers: list[Informer] = []
@@ -160,6 +164,8 @@ class ApiBackend:
         self.flush(10.0)
         self._writes.shutdown(wait=True)
         self.recorder.stop()
+        if self._event_client is not None:
+            self._event_client.close()
 
     # ---- write side -------------------------------------------------------------------------------
 

@@ -8,10 +8,12 @@ messages name the verb and resource, so a missing RBAC rule is obvious.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -156,9 +158,13 @@ class KubeClient:
         user_agent: str = "policyd",
     ) -> None:
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 4, 32)
+        if not configuration.verify_ssl:
+            _warn_insecure_once(str(configuration.host))
         self.api_client = k8s_client.ApiClient(configuration)
         self.api_client.user_agent = user_agent
         self.limiter = RateLimiter(qps, burst)
+        self.qps = float(qps)
+        self.burst = int(burst)
         # optional observer called with (verb, path, status) after each request (metrics, tests)
         self.on_response: Callable[[str, str, int], None] | None = None
 
@@ -172,6 +178,16 @@ class KubeClient:
     ) -> KubeClient:
         """A client for the cluster named by a kubeconfig / URL, or the in-cluster service account."""
         return cls(load_configuration(kubeconfig, master), qps=qps, burst=burst)
+
+    def sibling(self, user_agent: str) -> KubeClient:
+        """A client for the same server and credentials with its own connections and its own QPS/burst.
+
+        kube-scheduler gives events (and leader election) their own clientset, each with the
+        configured QPS/burst; policyd's event recorder uses a sibling the same way, so Events never
+        take tokens from binds.
+        """
+        configuration = copy.copy(self.api_client.configuration)
+        return KubeClient(configuration, qps=self.qps, burst=self.burst, user_agent=user_agent)
 
     @property
     def host(self) -> str:
@@ -284,6 +300,22 @@ class WatchStream:
             self._response.release_conn()
         except (AttributeError, OSError):
             pass
+
+
+_insecure_warned = threading.Event()
+
+
+def _warn_insecure_once(host: str) -> None:
+    """Log once that TLS verification is off, instead of urllib3's warning on every request.
+
+    urllib3 emits InsecureRequestWarning per request; through the warnings machinery that is a
+    formatted write to stderr for each bind and event (a measurable share of a busy scheduler's time).
+    """
+    if _insecure_warned.is_set():
+        return
+    _insecure_warned.set()
+    log.warning("TLS verification is off (insecure-skip-tls-verify) server=%s", host)
+    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _query_value(value: Any) -> str:

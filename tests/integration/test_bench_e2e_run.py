@@ -1,0 +1,60 @@
+"""`policyd bench --mode e2e` on a tiny workload: both schedulers bind every pod, result files are written."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import e2e  # noqa: E402
+from benchmarks.workloads import workload  # noqa: E402
+
+
+def test_tiny_workload_with_both_schedulers(tmp_path: Path) -> None:
+    progress: list[str] = []
+    before = sorted(_children(os.getpid()))  # e.g. the session's control plane, if one runs
+    results = e2e.run_workloads(
+        [workload("SchedulingBasic/500")],
+        scale=0.003,  # 3 setup pods, 30 measured pods
+        node_scale=0.04,  # 20 nodes
+        qps=50.0,
+        burst=100,
+        progress=progress.append,
+    )
+    assert [r.scheduler for r in results] == [e2e.KUBE_SCHEDULER, e2e.POLICYD]
+    for r in results:
+        assert (r.nodes, r.measured_pods, r.scheduled) == (20, 30, 30), progress
+        assert r.pods_per_second > 0
+        assert r.attempts >= 30  # the attempt histogram moved during the measured phase
+        assert 0 < r.attempt_p50_ms <= r.attempt_p99_ms
+        assert r.peak_rss_mib > 10
+        assert (r.qps, r.burst) == (50.0, 100)
+    assert results[0].attempt_metric == "scheduler_e2e_scheduling_duration_seconds"
+    assert results[1].attempt_metric == "policyd_scheduling_attempt_duration_seconds"
+    json_path, md_path = e2e.write_results(results, str(tmp_path))
+    doc = json.loads(json_path.read_text())
+    assert set(doc["ratios"]) == {"SchedulingBasic/500Nodes"}
+    assert "| SchedulingBasic/500Nodes | policyd |" in md_path.read_text()
+    # every process the run started (etcd, kube-apiserver, schedulers) is gone
+    assert sorted(_children(os.getpid())) == before
+
+
+def _children(pid: int) -> list[str]:
+    """Command names of the live (not zombie) child processes of `pid`."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            name = Path(f"/proc/{entry}/comm").read_text().strip()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(name)
+    return out
