@@ -24,27 +24,37 @@ SchedulingBasic/5000 --scale 0.1` or `policyd bench --mode e2e`.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import json
-import math
-import re
 import signal
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.e2e_report import (
+    KUBE_SCHEDULER,
+    MARKDOWN_HEADER,
+    POLICYD,
+    E2EResult,
+    histogram_delta,
+    markdown_row,
+    markdown_table,
+    write_results,
+)
+from benchmarks.e2e_schedulers import (
+    SCHEDULERS,
+    BenchError,
+    SchedulerProcess,
+    make_scheduler,
+    pod_scheduler_name,
+)
 from benchmarks.inprocess import DEFAULT_OUT, DEFAULT_POLICY, machine
 from benchmarks.workloads import (
     Barrier,
@@ -59,13 +69,9 @@ from benchmarks.workloads import workload as find_workload
 
 REPO = Path(__file__).resolve().parents[1]
 
-KUBE_SCHEDULER = "kube-scheduler"
-POLICYD = "policyd"
-SCHEDULERS = (KUBE_SCHEDULER, POLICYD)
 DEFAULT_QPS = 50.0  # kube-scheduler's clientConnection defaults
 DEFAULT_BURST = 100
 CREATE_THREADS = 16
-READY_TIMEOUT = 120.0
 
 # histograms to read, first present wins
 ATTEMPT_METRICS = {
@@ -79,368 +85,6 @@ ALGORITHM_METRICS = {
     KUBE_SCHEDULER: ("scheduler_scheduling_algorithm_duration_seconds",),
     POLICYD: ("policyd_scheduling_algorithm_duration_seconds",),
 }
-
-
-class BenchError(RuntimeError):
-    """A run could not be completed (a process failed, pods did not get scheduled in time)."""
-
-
-# ---- histograms ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """A Prometheus histogram: cumulative counts per upper bound (ascending, `inf` last)."""
-
-    buckets: tuple[tuple[float, float], ...] = ()
-    count: float = 0.0
-    total: float = 0.0
-
-    def minus(self, earlier: Histogram) -> Histogram:
-        """The observations made since `earlier` (a scrape of the same histogram)."""
-        before = dict(earlier.buckets)
-        return Histogram(
-            tuple((le, c - before.get(le, 0.0)) for le, c in self.buckets),
-            self.count - earlier.count,
-            self.total - earlier.total,
-        )
-
-    def quantile(self, q: float) -> float:
-        """The `q` quantile (0..1), interpolated inside its bucket as PromQL's histogram_quantile; nan if empty."""
-        if not self.buckets or self.count <= 0:
-            return math.nan
-        rank = q * self.buckets[-1][1]
-        lower, below = 0.0, 0.0
-        for le, cumulative in self.buckets:
-            if cumulative >= rank:
-                if math.isinf(le):
-                    return lower  # beyond the last finite bound: report that bound
-                if cumulative == below:
-                    return le
-                return lower + (le - lower) * (rank - below) / (cumulative - below)
-            lower, below = le, cumulative
-        return lower
-
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LE = re.compile(r'(?:^|,)\s*le="([^"]*)"')
-
-
-def parse_histogram(text: str, name: str, labels: Mapping[str, str] | None = None) -> Histogram | None:
-    """The histogram `name` from Prometheus text, summed over its label sets (those matching `labels`)."""
-    buckets: dict[float, float] = {}
-    count = total = 0.0
-    found = False
-    wanted = [f'{k}="{v}"' for k, v in (labels or {}).items()]
-    for line in text.splitlines():
-        if not line.startswith(name):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        metric, label_text, value = m.group(1), m.group(2) or "", m.group(3)
-        if any(w not in label_text for w in wanted):
-            continue
-        if metric == name + "_bucket":
-            le = _LE.search(label_text)
-            if le is None:
-                continue
-            bound = float(le.group(1))  # "+Inf" parses as inf
-            buckets[bound] = buckets.get(bound, 0.0) + float(value)
-            found = True
-        elif metric == name + "_count":
-            count += float(value)
-            found = True
-        elif metric == name + "_sum":
-            total += float(value)
-    if not found:
-        return None
-    return Histogram(tuple(sorted(buckets.items())), count, total)
-
-
-def first_histogram(text: str, names: Sequence[str]) -> tuple[str, Histogram]:
-    """The first of `names` present in `text` (an empty histogram named after the first when none is)."""
-    for name in names:
-        hist = parse_histogram(text, name)
-        if hist is not None:
-            return name, hist
-    return names[0], Histogram()
-
-
-# ---- results -------------------------------------------------------------------------------------
-
-
-@dataclass
-class E2EResult:
-    """One (workload, scheduler) run."""
-
-    workload: str
-    scheduler: str
-    scale: float
-    node_scale: float
-    nodes: int
-    measured_pods: int
-    scheduled: int
-    seconds: float
-    pods_per_second: float
-    attempt_p50_ms: float
-    attempt_p99_ms: float
-    algorithm_p50_ms: float
-    algorithm_p99_ms: float
-    peak_rss_mib: float
-    qps: float
-    burst: int
-    attempt_metric: str = ""
-    attempts: int = 0
-    create_pods_per_second: float = 0.0
-    setup_seconds: float = 0.0
-    machine: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (one entry of the result file)."""
-        return asdict(self)
-
-
-def ratios(results: Sequence[E2EResult]) -> dict[str, float]:
-    """policyd pods/s divided by kube-scheduler pods/s, per workload having both."""
-    by: dict[tuple[str, str], E2EResult] = {(r.workload, r.scheduler): r for r in results}
-    out: dict[str, float] = {}
-    for (wl, sched), r in by.items():
-        base = by.get((wl, KUBE_SCHEDULER))
-        if sched == POLICYD and base is not None and base.pods_per_second > 0:
-            out[wl] = round(r.pods_per_second / base.pods_per_second, 2)
-    return out
-
-
-MARKDOWN_HEADER = (
-    "| workload | scheduler | nodes | measured pods | scheduled | QPS/burst | pods/s | ratio | "
-    "attempt p50 ms | attempt p99 ms | algorithm p50 ms | algorithm p99 ms | peak RSS MiB |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-)
-
-
-def _ms(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:.1f}"
-
-
-def markdown_row(r: E2EResult, ratio: float | None = None) -> str:
-    """One markdown table row; `ratio` (policyd / kube-scheduler pods/s) on policyd rows."""
-    ratio_text = f"{ratio:.2f}x" if ratio is not None else ""
-    return (
-        f"| {r.workload} | {r.scheduler} | {r.nodes} | {r.measured_pods} | {r.scheduled} | "
-        f"{r.qps:g}/{r.burst} | {r.pods_per_second:.1f} | {ratio_text} | {_ms(r.attempt_p50_ms)} | "
-        f"{_ms(r.attempt_p99_ms)} | {_ms(r.algorithm_p50_ms)} | {_ms(r.algorithm_p99_ms)} | "
-        f"{r.peak_rss_mib:.0f} |\n"
-    )
-
-
-def markdown_table(results: Sequence[E2EResult]) -> str:
-    """The result table with the policyd / kube-scheduler ratio on policyd rows."""
-    rs = ratios(results)
-    rows = [markdown_row(r, rs.get(r.workload) if r.scheduler == POLICYD else None) for r in results]
-    return MARKDOWN_HEADER + "".join(rows)
-
-
-def write_results(results: Sequence[E2EResult], out_dir: str) -> tuple[Path, Path]:
-    """Write `<out>/e2e-<time>.json` and `.md`; returns both paths."""
-    path = Path(out_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    json_path = path / f"e2e-{stamp}.json"
-    md_path = path / f"e2e-{stamp}.md"
-    document = {
-        "machine": machine(),
-        "ratios": ratios(results),
-        "results": [_json_safe(r.to_json()) for r in results],
-    }
-    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(markdown_table(results), encoding="utf-8")
-    return json_path, md_path
-
-
-def _json_safe(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in doc.items()}
-
-
-# ---- scheduler processes -------------------------------------------------------------------------
-
-
-def kube_scheduler_config(kubeconfig: str, qps: float, burst: int, port: int) -> str:
-    """kube-scheduler 1.20's v1beta1 configuration: one client QPS/burst, no leader election, HTTP metrics."""
-    return (
-        "apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
-        "kind: KubeSchedulerConfiguration\n"
-        "clientConnection:\n"
-        f"  kubeconfig: {json.dumps(kubeconfig)}\n"
-        f"  qps: {qps:g}\n"
-        f"  burst: {burst}\n"
-        "leaderElection:\n"
-        "  leaderElect: false\n"
-        f"healthzBindAddress: 127.0.0.1:{port}\n"
-        f"metricsBindAddress: 127.0.0.1:{port}\n"
-    )
-
-
-def kube_scheduler_command(binary: str, config: str, port: int) -> list[str]:
-    """The kube-scheduler command line (insecure port for /healthz and /metrics, no HTTPS)."""
-    return [binary, f"--config={config}", "--secure-port=0", f"--port={port}", "--address=127.0.0.1"]
-
-
-def policyd_config(
-    kubeconfig: str, qps: float, burst: int, port: int, policies: Sequence[str]
-) -> dict[str, Any]:
-    """`policyd run`'s configuration: profile `policyd` from `policies`, the same client QPS/burst."""
-    return {
-        "apiVersion": "policyd.io/v1alpha1",
-        "kind": "PolicydConfiguration",
-        "profiles": [{"schedulerName": POLICYD, "policySources": [{"path": p} for p in policies]}],
-        "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
-        "leaderElection": {"leaderElect": False},
-        "serving": {"bindAddress": "127.0.0.1", "port": port},
-    }
-
-
-def policyd_command(config: str) -> list[str]:
-    """The `policyd run` command line (this interpreter, the repository's package)."""
-    return [sys.executable, "-m", "policyd.cli", "run", "--config", config]
-
-
-def pod_scheduler_name(scheduler: str) -> str:
-    """`spec.schedulerName` of the pods a scheduler under test serves."""
-    return "default-scheduler" if scheduler == KUBE_SCHEDULER else POLICYD
-
-
-def _die_with_parent() -> None:
-    """In the child: receive SIGKILL when the benchmark process dies (Linux prctl PR_SET_PDEATHSIG)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-class SchedulerProcess:
-    """One scheduler under test: started with its config file, probed, scraped, stopped."""
-
-    def __init__(self, scheduler: str, args: list[str], port: int, log_path: Path, ready_path: str) -> None:
-        self.scheduler = scheduler
-        self.args = args
-        self.port = port
-        self.log_path = log_path
-        self.ready_path = ready_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        """Start the process (its own session; it dies with this process)."""
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
-            )
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        """Until the health endpoint answers 200; raises BenchError if the process exits or times out."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_alive()
-            if _get(f"http://127.0.0.1:{self.port}{self.ready_path}") is not None:
-                return
-            time.sleep(0.2)
-        raise BenchError(f"{self.scheduler} not ready after {timeout:.0f}s; log tail:\n{self.log_tail()}")
-
-    def check_alive(self) -> None:
-        """Raise BenchError when the process has exited."""
-        if self.proc is not None and self.proc.poll() is not None:
-            raise BenchError(
-                f"{self.scheduler} exited with {self.proc.returncode}; log tail:\n{self.log_tail()}"
-            )
-
-    def metrics(self) -> str:
-        """The Prometheus text of /metrics."""
-        text = _get(f"http://127.0.0.1:{self.port}/metrics")
-        if text is None:
-            raise BenchError(f"{self.scheduler}: cannot read /metrics on port {self.port}")
-        return text
-
-    def peak_rss_mib(self) -> float:
-        """VmHWM of the process (MiB; 0 when unknown)."""
-        return peak_rss_of(self.proc.pid) if self.proc is not None else 0.0
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after 10 s."""
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def log_tail(self, lines: int = 40) -> str:
-        """The last lines of the process's log."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def peak_rss_of(pid: int) -> float:
-    """VmHWM (peak resident set size) of process `pid` in MiB, from /proc; 0 when unavailable."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
-
-
-def _get(url: str) -> str | None:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            if response.status == 200:
-                return str(response.read().decode("utf-8", "replace"))
-    except (urllib.error.URLError, OSError):
-        pass
-    return None
-
-
-def make_scheduler(
-    scheduler: str,
-    *,
-    assets: Path,
-    kubeconfig: str,
-    workdir: Path,
-    qps: float,
-    burst: int,
-    policies: Sequence[str],
-) -> SchedulerProcess:
-    """The process for `scheduler` (kube-scheduler from `assets`, or `policyd run`), not started."""
-    from tests.integration.apiserver import free_port
-
-    port = free_port()
-    if scheduler == KUBE_SCHEDULER:
-        config = workdir / "kube-scheduler.yaml"
-        config.write_text(kube_scheduler_config(kubeconfig, qps, burst, port), encoding="utf-8")
-        args = kube_scheduler_command(str(assets / "kube-scheduler"), str(config), port)
-        return SchedulerProcess(scheduler, args, port, workdir / "kube-scheduler.log", "/healthz")
-    if scheduler == POLICYD:
-        config = workdir / "policyd.yaml"
-        doc = policyd_config(kubeconfig, qps, burst, port, [str(Path(p).resolve()) for p in policies])
-        config.write_text(json.dumps(doc, indent=2), encoding="utf-8")
-        return SchedulerProcess(
-            scheduler, policyd_command(str(config)), port, workdir / "policyd.log", "/readyz"
-        )
-    raise ValueError(f"unknown scheduler {scheduler!r} (one of {', '.join(SCHEDULERS)})")
 
 
 # ---- the pod watch -------------------------------------------------------------------------------
@@ -603,6 +247,167 @@ def _terminated_by_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@dataclass
+class _Measurement:
+    """What the measured ops left: pods, times and the two metric scrapes."""
+
+    pods: list[str] = field(default_factory=list)
+    started: float = 0.0
+    creating_seconds: float = 0.0
+    seconds: float = 0.0
+    scheduled: int = 0
+    before: str | None = None
+    after: str | None = None
+
+
+class WorkloadRun:
+    """One workload with one scheduler against its own control plane (`run()`, then `result()`)."""
+
+    def __init__(
+        self,
+        wl: Workload,
+        scheduler: str,
+        *,
+        qps: float,
+        burst: int,
+        policies: Sequence[str],
+        threads: int,
+        say: Callable[[str], None],
+    ) -> None:
+        self.wl = wl
+        self.scheduler = scheduler
+        self.qps = qps
+        self.burst = burst
+        self.policies = policies
+        self.threads = threads
+        self._say = say
+        self.created: list[str] = []
+        self.measured = _Measurement()
+        self.peak_rss_mib = 0.0
+        self._node_index = 0
+
+    def say(self, text: str) -> None:
+        """Progress, prefixed with the workload and the scheduler."""
+        self._say(f"{self.wl.name} [{self.scheduler}]: {text}")
+
+    def run(self) -> None:
+        """Start everything, run the ops, stop everything (also on errors, Ctrl-C and SIGTERM)."""
+        from policyd.runtime.kube.client import KubeClient
+        from tests.integration.apiserver import LocalControlPlane
+
+        with _terminated_by_sigterm(), LocalControlPlane() as plane:
+            assert plane.assets is not None
+            # the creating client is not rate-limited (qps 0): creation must not be the bottleneck
+            client = KubeClient.connect(kubeconfig=str(plane.kubeconfig_path), qps=0, burst=1)
+            sched = make_scheduler(
+                self.scheduler,
+                assets=plane.assets,
+                kubeconfig=str(plane.kubeconfig_path),
+                workdir=plane.workdir,
+                qps=self.qps,
+                burst=self.burst,
+                policies=self.policies,
+            )
+            tracker = PodTracker(client)
+            try:
+                self._run_ops(client, sched, tracker)
+                self.peak_rss_mib = sched.peak_rss_mib()
+            except BaseException:
+                if sched.proc is not None:
+                    self.say(f"failed; scheduler log tail:\n{sched.log_tail()}")
+                raise
+            finally:
+                sched.stop()
+                tracker.stop()
+                client.close()
+
+    def _run_ops(self, client: Any, sched: SchedulerProcess, tracker: PodTracker) -> None:
+        for ns in sorted({op.namespace for op in self.wl.ops if isinstance(op, CreatePods)}):
+            client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
+        _create_priority_classes(client, self.wl)
+        tracker.start()
+        ops = list(enumerate(self.wl.ops))
+        while ops and isinstance(ops[0][1], CreateNodes):  # nodes first: the scheduler lists them at once
+            self._create_nodes(client, ops.pop(0)[1])  # type: ignore[arg-type]
+        sched.start()
+        sched.wait_ready()
+        self.say("scheduler ready")
+        for number, op in ops:
+            if isinstance(op, CreateNodes):
+                self._create_nodes(client, op)
+            elif isinstance(op, CreatePods):
+                self._create_pods(client, sched, op, number)
+            elif isinstance(op, Barrier):
+                self._barrier(sched, tracker)
+        if self.measured.pods and self.measured.after is None:  # no Barrier after the measured pods
+            self._barrier(sched, tracker)
+
+    def _create_nodes(self, client: Any, op: CreateNodes) -> None:
+        t0 = time.monotonic()
+        _create_nodes(client, op, self._node_index, self.threads)
+        self._node_index += op.count
+        self.say(f"{op.count} nodes created in {time.monotonic() - t0:.1f}s")
+
+    def _create_pods(self, client: Any, sched: SchedulerProcess, op: CreatePods, number: int) -> None:
+        from policyd.runtime.kube.client import object_path
+
+        name = pod_scheduler_name(self.scheduler)
+        bodies = [pod_object(op, i, f"op{number}", name) for i in range(op.count)]
+        keys = [f"{op.namespace}/{b['metadata']['name']}" for b in bodies]
+        m = self.measured
+        if op.collect_metrics and m.before is None:
+            m.before = sched.metrics()
+            m.started = time.monotonic()
+        t0 = time.monotonic()
+        _create_pods(client, object_path("v1", "pods", op.namespace), bodies, self.threads)
+        seconds = time.monotonic() - t0
+        self.created += keys
+        if op.collect_metrics:
+            m.pods += keys
+            m.creating_seconds += seconds
+        self.say(f"{op.count} pods created in {seconds:.1f}s")
+
+    def _barrier(self, sched: SchedulerProcess, tracker: PodTracker) -> None:
+        timeout = max(300.0, 2.0 * len(self.created) / max(self.qps, 1.0))
+        tracker.wait_settled(self.created, timeout, sched.check_alive)
+        m = self.measured
+        if m.pods and m.after is None:
+            m.scheduled, last = tracker.last_bound(m.pods)
+            m.seconds = (last if m.scheduled else time.monotonic()) - m.started
+            m.after = sched.metrics()
+        bound, _ = tracker.last_bound(self.created)
+        self.say(f"barrier: {bound}/{len(self.created)} bound")
+
+    def result(self, scale: float, node_scale: float, setup_seconds: float) -> E2EResult:
+        """The figures of the measured ops."""
+        m = self.measured
+        attempt_name, attempt = histogram_delta(m.after, m.before, ATTEMPT_METRICS[self.scheduler])
+        _, algorithm = histogram_delta(m.after, m.before, ALGORITHM_METRICS[self.scheduler])
+        return E2EResult(
+            workload=self.wl.name,
+            scheduler=self.scheduler,
+            scale=scale,
+            node_scale=node_scale,
+            nodes=self.wl.nodes,
+            measured_pods=len(m.pods),
+            scheduled=m.scheduled,
+            seconds=round(m.seconds, 3),
+            pods_per_second=round(m.scheduled / m.seconds, 1) if m.seconds > 0 else 0.0,
+            attempt_p50_ms=round(attempt.quantile(0.5) * 1000, 2),
+            attempt_p99_ms=round(attempt.quantile(0.99) * 1000, 2),
+            algorithm_p50_ms=round(algorithm.quantile(0.5) * 1000, 2),
+            algorithm_p99_ms=round(algorithm.quantile(0.99) * 1000, 2),
+            peak_rss_mib=round(self.peak_rss_mib, 1),
+            qps=self.qps,
+            burst=self.burst,
+            attempt_metric=attempt_name,
+            attempts=int(attempt.count),
+            create_pods_per_second=round(len(m.pods) / m.creating_seconds, 1) if m.creating_seconds else 0.0,
+            setup_seconds=round(setup_seconds, 1),
+            machine=machine(),
+        )
+
+
 def run_one(
     wl: Workload,
     scheduler: str,
@@ -618,139 +423,20 @@ def run_one(
     """Run `wl` (scaled) against a fresh control plane with `scheduler`, and measure the measured ops."""
     import urllib3
 
-    from policyd.runtime.kube.client import KubeClient, object_path
-    from tests.integration.apiserver import LocalControlPlane
-
     # the harness's kubeconfig skips TLS verification on purpose (loopback, throwaway certificates)
     urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-
-    say = progress or (lambda _text: None)
-    wl = wl.scaled(scale, node_scale)
     started = time.monotonic()
-    with _terminated_by_sigterm(), LocalControlPlane() as plane:
-        assert plane.assets is not None
-        # the creating client is not rate-limited (qps 0): creation must not be the bottleneck
-        client = KubeClient.connect(kubeconfig=str(plane.kubeconfig_path), qps=0, burst=1)
-        client.api_client.configuration.connection_pool_maxsize = threads * 2
-        sched = make_scheduler(
-            scheduler,
-            assets=plane.assets,
-            kubeconfig=str(plane.kubeconfig_path),
-            workdir=plane.workdir,
-            qps=qps,
-            burst=burst,
-            policies=policies,
-        )
-        tracker = PodTracker(client)
-        try:
-            for ns in sorted({op.namespace for op in wl.ops if isinstance(op, CreatePods)}):
-                client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
-            _create_priority_classes(client, wl)
-            tracker.start()
-            node_index = 0
-            leading = 0
-            for op in wl.ops:  # nodes before the scheduler starts: it lists them at once
-                if not isinstance(op, CreateNodes):
-                    break
-                t0 = time.monotonic()
-                _create_nodes(client, op, node_index, threads)
-                node_index += op.count
-                leading += 1
-                say(f"{wl.name} [{scheduler}]: {op.count} nodes in {time.monotonic() - t0:.1f}s")
-            sched.start()
-            sched.wait_ready()
-            say(f"{wl.name} [{scheduler}]: scheduler ready")
-            created: list[str] = []
-            measured: list[str] = []
-            before: str | None = None
-            t_measure = 0.0
-            create_seconds = 0.0
-            measured_seconds = 0.0
-            scheduled = 0
-            after: str | None = None
-            name = pod_scheduler_name(scheduler)
-            for op_number, op in enumerate(wl.ops):
-                if op_number < leading:
-                    continue
-                if isinstance(op, CreateNodes):
-                    _create_nodes(client, op, node_index, threads)
-                    node_index += op.count
-                elif isinstance(op, CreatePods):
-                    bodies = [pod_object(op, i, f"op{op_number}", name) for i in range(op.count)]
-                    keys = [f"{op.namespace}/{b['metadata']['name']}" for b in bodies]
-                    path = object_path("v1", "pods", op.namespace)
-                    t0 = time.monotonic()
-                    if op.collect_metrics and before is None:
-                        before = sched.metrics()
-                        t_measure = t0 = time.monotonic()
-                    _create_pods(client, path, bodies, threads)
-                    created += keys
-                    if op.collect_metrics:
-                        measured += keys
-                        create_seconds += time.monotonic() - t0
-                    say(f"{wl.name} [{scheduler}]: {op.count} pods created in {time.monotonic() - t0:.1f}s")
-                elif isinstance(op, Barrier):
-                    timeout = max(300.0, 2.0 * len(created) / max(qps, 1.0))
-                    tracker.wait_settled(created, timeout, sched.check_alive)
-                    if measured and after is None:
-                        scheduled, t_end = tracker.last_bound(measured)
-                        measured_seconds = t_end - t_measure if scheduled else time.monotonic() - t_measure
-                        after = sched.metrics()
-                    n_bound, _ = tracker.last_bound(created)
-                    say(f"{wl.name} [{scheduler}]: barrier: {n_bound}/{len(created)} bound")
-            if measured and after is None:  # no Barrier after the measured pods
-                tracker.wait_settled(
-                    created, max(300.0, 2.0 * len(created) / max(qps, 1.0)), sched.check_alive
-                )
-                scheduled, t_end = tracker.last_bound(measured)
-                measured_seconds = t_end - t_measure if scheduled else time.monotonic() - t_measure
-                after = sched.metrics()
-            peak = sched.peak_rss_mib()
-        except BaseException:
-            if isinstance(sched.proc, subprocess.Popen):
-                say(f"{wl.name} [{scheduler}]: failed; scheduler log tail:\n{sched.log_tail()}")
-            raise
-        finally:
-            sched.stop()
-            tracker.stop()
-            client.close()
-    attempt_name, attempt = _delta(after, before, ATTEMPT_METRICS[scheduler])
-    _, algorithm = _delta(after, before, ALGORITHM_METRICS[scheduler])
-    total = time.monotonic() - started
-    return E2EResult(
-        workload=wl.name,
-        scheduler=scheduler,
-        scale=scale,
-        node_scale=node_scale,
-        nodes=wl.nodes,
-        measured_pods=len(measured),
-        scheduled=scheduled,
-        seconds=round(measured_seconds, 3),
-        pods_per_second=round(scheduled / measured_seconds, 1) if measured_seconds > 0 else 0.0,
-        attempt_p50_ms=round(attempt.quantile(0.5) * 1000, 2),
-        attempt_p99_ms=round(attempt.quantile(0.99) * 1000, 2),
-        algorithm_p50_ms=round(algorithm.quantile(0.5) * 1000, 2),
-        algorithm_p99_ms=round(algorithm.quantile(0.99) * 1000, 2),
-        peak_rss_mib=round(peak, 1),
+    run = WorkloadRun(
+        wl.scaled(scale, node_scale),
+        scheduler,
         qps=qps,
         burst=burst,
-        attempt_metric=attempt_name,
-        attempts=int(attempt.count),
-        create_pods_per_second=round(len(measured) / create_seconds, 1) if create_seconds > 0 else 0.0,
-        setup_seconds=round(total - measured_seconds, 1),
-        machine=machine(),
+        policies=policies,
+        threads=threads,
+        say=progress or (lambda _text: None),
     )
-
-
-def _delta(after: str | None, before: str | None, names: Sequence[str]) -> tuple[str, Histogram]:
-    if after is None:
-        return names[0], Histogram()
-    name, hist = first_histogram(after, names)
-    if before is not None:
-        earlier = parse_histogram(before, name)
-        if earlier is not None:
-            hist = hist.minus(earlier)
-    return name, hist
+    run.run()
+    return run.result(scale, node_scale, time.monotonic() - started - run.measured.seconds)
 
 
 def _create_nodes(client: Any, op: CreateNodes, first_index: int, threads: int) -> None:

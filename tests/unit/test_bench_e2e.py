@@ -16,6 +16,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks import e2e  # noqa: E402
+from benchmarks import e2e_report as report  # noqa: E402
+from benchmarks import e2e_schedulers as procs  # noqa: E402
 from benchmarks.workloads import WORKLOADS, CreatePods, pod_template  # noqa: E402
 from policyd.commands import bench  # noqa: E402
 from policyd.runtime import config as configuration  # noqa: E402
@@ -44,37 +46,37 @@ scheduler_scheduling_algorithm_duration_seconds_count 5
 
 def test_parse_histogram_sums_label_sets_and_filters_labels() -> None:
     name = "scheduler_e2e_scheduling_duration_seconds"
-    hist = e2e.parse_histogram(METRICS, name)
+    hist = report.parse_histogram(METRICS, name)
     assert hist is not None
     assert hist.buckets == ((0.001, 0.0), (0.002, 10.0), (0.004, 100.0), (math.inf, 110.0))
     assert hist.count == 110 and hist.total == pytest.approx(0.33)
-    only = e2e.parse_histogram(METRICS, name, {"result": "scheduled"})
+    only = report.parse_histogram(METRICS, name, {"result": "scheduled"})
     assert only is not None and only.count == 100
-    assert e2e.parse_histogram(METRICS, "scheduler_missing_seconds") is None
+    assert report.parse_histogram(METRICS, "scheduler_missing_seconds") is None
     # the algorithm histogram is not mistaken for a prefix match of another name
-    algo = e2e.parse_histogram(METRICS, "scheduler_scheduling_algorithm_duration_seconds")
+    algo = report.parse_histogram(METRICS, "scheduler_scheduling_algorithm_duration_seconds")
     assert algo is not None and algo.count == 5
 
 
 def test_quantile_interpolates_inside_the_bucket_like_promql() -> None:
-    hist = e2e.Histogram(((0.001, 0.0), (0.002, 10.0), (0.004, 90.0), (math.inf, 100.0)), 100, 0.3)
+    hist = report.Histogram(((0.001, 0.0), (0.002, 10.0), (0.004, 90.0), (math.inf, 100.0)), 100, 0.3)
     # rank 50 falls in (0.002, 0.004]: 0.002 + 0.002 * (50 - 10) / 80
     assert hist.quantile(0.5) == pytest.approx(0.003)
     assert hist.quantile(0.1) == pytest.approx(0.002)
     # rank 99 is beyond the last finite bound: that bound is reported
     assert hist.quantile(0.99) == pytest.approx(0.004)
-    assert math.isnan(e2e.Histogram().quantile(0.5))
-    assert math.isnan(e2e.Histogram(((math.inf, 0.0),), 0, 0).quantile(0.5))
+    assert math.isnan(report.Histogram().quantile(0.5))
+    assert math.isnan(report.Histogram(((math.inf, 0.0),), 0, 0).quantile(0.5))
 
 
 def test_first_bucket_interpolates_from_zero() -> None:
-    hist = e2e.Histogram(((0.01, 100.0), (math.inf, 100.0)), 100, 0.5)
+    hist = report.Histogram(((0.01, 100.0), (math.inf, 100.0)), 100, 0.5)
     assert hist.quantile(0.5) == pytest.approx(0.005)
 
 
 def test_minus_gives_the_observations_of_the_measured_phase() -> None:
-    before = e2e.Histogram(((0.001, 5.0), (0.002, 10.0), (math.inf, 10.0)), 10, 0.01)
-    after = e2e.Histogram(((0.001, 5.0), (0.002, 10.0), (math.inf, 110.0)), 110, 5.01)
+    before = report.Histogram(((0.001, 5.0), (0.002, 10.0), (math.inf, 10.0)), 10, 0.01)
+    after = report.Histogram(((0.001, 5.0), (0.002, 10.0), (math.inf, 110.0)), 110, 5.01)
     delta = after.minus(before)
     assert delta.buckets == ((0.001, 0.0), (0.002, 0.0), (math.inf, 100.0))
     assert delta.count == 100 and delta.total == pytest.approx(5.0)
@@ -83,14 +85,14 @@ def test_minus_gives_the_observations_of_the_measured_phase() -> None:
 
 def test_first_histogram_prefers_the_first_present_name() -> None:
     text = METRICS.replace("scheduler_e2e_scheduling", "scheduler_scheduling_attempt")
-    name, hist = e2e.first_histogram(text, e2e.ATTEMPT_METRICS[e2e.KUBE_SCHEDULER])
+    name, hist = report.first_histogram(text, e2e.ATTEMPT_METRICS[e2e.KUBE_SCHEDULER])
     assert name == "scheduler_scheduling_attempt_duration_seconds" and hist.count == 110
-    name, hist = e2e.first_histogram("", e2e.ATTEMPT_METRICS[e2e.POLICYD])
+    name, hist = report.first_histogram("", e2e.ATTEMPT_METRICS[e2e.POLICYD])
     assert name == "policyd_scheduling_attempt_duration_seconds" and hist.count == 0
 
 
-def result(workload: str, scheduler: str, pods_per_second: float) -> e2e.E2EResult:
-    return e2e.E2EResult(
+def result(workload: str, scheduler: str, pods_per_second: float) -> report.E2EResult:
+    return report.E2EResult(
         workload=workload,
         scheduler=scheduler,
         scale=0.1,
@@ -116,8 +118,8 @@ def test_ratios_and_table() -> None:
         result("SchedulingBasic/5000Nodes", e2e.POLICYD, 55.0),
         result("SchedulingNodeAffinity/5000Nodes", e2e.POLICYD, 20.0),  # no kube-scheduler run
     ]
-    assert e2e.ratios(results) == {"SchedulingBasic/5000Nodes": 1.1}
-    table = e2e.markdown_table(results).splitlines()
+    assert report.ratios(results) == {"SchedulingBasic/5000Nodes": 1.1}
+    table = report.markdown_table(results).splitlines()
     assert table[0].startswith("| workload | scheduler |") and "ratio" in table[0]
     assert len(table) == 2 + 3
     assert table[2] == (
@@ -133,7 +135,7 @@ def test_write_results(tmp_path: Path) -> None:
         result("SchedulingBasic/5000Nodes", e2e.KUBE_SCHEDULER, 50.0),
         result("SchedulingBasic/5000Nodes", e2e.POLICYD, 40.0),
     ]
-    json_path, md_path = e2e.write_results(results, str(tmp_path))
+    json_path, md_path = report.write_results(results, str(tmp_path))
     assert json_path.name.startswith("e2e-") and json_path.suffix == ".json"
     doc = json.loads(json_path.read_text())
     assert doc["ratios"] == {"SchedulingBasic/5000Nodes": 0.8}
@@ -143,14 +145,14 @@ def test_write_results(tmp_path: Path) -> None:
 
 
 def test_scheduler_configs_carry_equal_qps_and_burst() -> None:
-    ks = yaml.safe_load(e2e.kube_scheduler_config("/tmp/kc", 50.0, 100, 12345))
+    ks = yaml.safe_load(procs.kube_scheduler_config("/tmp/kc", 50.0, 100, 12345))
     assert ks["apiVersion"] == "kubescheduler.config.k8s.io/v1beta1"
     assert ks["clientConnection"] == {"kubeconfig": "/tmp/kc", "qps": 50, "burst": 100}
     assert ks["leaderElection"] == {"leaderElect": False}
     assert ks["metricsBindAddress"] == "127.0.0.1:12345"
-    args = e2e.kube_scheduler_command("/bin/kube-scheduler", "/tmp/c.yaml", 12345)
+    args = procs.kube_scheduler_command("/bin/kube-scheduler", "/tmp/c.yaml", 12345)
     assert "--secure-port=0" in args and "--port=12345" in args
-    doc = e2e.policyd_config("/tmp/kc", 50.0, 100, 12345, ["/p/default.policy"])
+    doc = procs.policyd_config("/tmp/kc", 50.0, 100, 12345, ["/p/default.policy"])
     cfg = configuration.from_dict(doc, "<bench>")  # valid against schemas/config.schema.json
     assert (cfg.qps, cfg.burst, cfg.port) == (50.0, 100, 12345)
     assert not cfg.leader_election.leader_elect
@@ -159,12 +161,12 @@ def test_scheduler_configs_carry_equal_qps_and_burst() -> None:
 
 def test_pod_object_for_the_api() -> None:
     op = CreatePods(3, pod_template("3000m", priority=10), namespace="sched-test")
-    obj = e2e.pod_object(op, 2, "op3", e2e.pod_scheduler_name(e2e.POLICYD))
+    obj = e2e.pod_object(op, 2, "op3", procs.pod_scheduler_name(e2e.POLICYD))
     assert obj["metadata"]["name"] == "pod-op3-2" and obj["metadata"]["namespace"] == "sched-test"
     assert "uid" not in obj["metadata"] and "creationTimestamp" not in obj["metadata"]
     assert obj["spec"]["schedulerName"] == "policyd"
     assert "priority" not in obj["spec"] and obj["spec"]["priorityClassName"] == "bench-priority-10"
-    assert e2e.pod_scheduler_name(e2e.KUBE_SCHEDULER) == "default-scheduler"
+    assert procs.pod_scheduler_name(e2e.KUBE_SCHEDULER) == "default-scheduler"
     assert e2e.priority_class_name(-5) == "bench-priority-minus-5"
 
 

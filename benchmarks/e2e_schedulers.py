@@ -1,0 +1,210 @@
+"""The schedulers under test as processes: kube-scheduler 1.20 and `policyd run`, with equal client QPS/burst.
+
+kube-scheduler reads a v1beta1 KubeSchedulerConfiguration (clientConnection qps/burst, leader election
+off) and serves /healthz and /metrics on its deprecated insecure port (HTTPS off: no authn/authz
+delegation is needed on loopback). policyd reads a PolicydConfiguration (clientConnection qps/burst,
+leader election off, serving on a free loopback port). Each process gets its own session and dies
+with the benchmark process (PR_SET_PDEATHSIG), so a killed benchmark leaves no scheduler behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e_report import KUBE_SCHEDULER, POLICYD
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEDULERS = (KUBE_SCHEDULER, POLICYD)
+READY_TIMEOUT = 120.0
+
+
+class BenchError(RuntimeError):
+    """A run could not be completed (a process failed, pods did not get scheduled in time)."""
+
+
+def kube_scheduler_config(kubeconfig: str, qps: float, burst: int, port: int) -> str:
+    """kube-scheduler 1.20's v1beta1 configuration: one client QPS/burst, no leader election, HTTP metrics."""
+    return (
+        "apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "clientConnection:\n"
+        f"  kubeconfig: {json.dumps(kubeconfig)}\n"
+        f"  qps: {qps:g}\n"
+        f"  burst: {burst}\n"
+        "leaderElection:\n"
+        "  leaderElect: false\n"
+        f"healthzBindAddress: 127.0.0.1:{port}\n"
+        f"metricsBindAddress: 127.0.0.1:{port}\n"
+    )
+
+
+def kube_scheduler_command(binary: str, config: str, port: int) -> list[str]:
+    """The kube-scheduler command line (insecure port for /healthz and /metrics, no HTTPS)."""
+    return [binary, f"--config={config}", "--secure-port=0", f"--port={port}", "--address=127.0.0.1"]
+
+
+def policyd_config(
+    kubeconfig: str, qps: float, burst: int, port: int, policies: Sequence[str]
+) -> dict[str, Any]:
+    """`policyd run`'s configuration: profile `policyd` from `policies`, the same client QPS/burst."""
+    return {
+        "apiVersion": "policyd.io/v1alpha1",
+        "kind": "PolicydConfiguration",
+        "profiles": [{"schedulerName": POLICYD, "policySources": [{"path": p} for p in policies]}],
+        "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
+        "leaderElection": {"leaderElect": False},
+        "serving": {"bindAddress": "127.0.0.1", "port": port},
+    }
+
+
+def policyd_command(config: str) -> list[str]:
+    """The `policyd run` command line (this interpreter, the repository's package)."""
+    return [sys.executable, "-m", "policyd.cli", "run", "--config", config]
+
+
+def pod_scheduler_name(scheduler: str) -> str:
+    """`spec.schedulerName` of the pods a scheduler under test serves."""
+    return "default-scheduler" if scheduler == KUBE_SCHEDULER else POLICYD
+
+
+def _die_with_parent() -> None:
+    """In the child: receive SIGKILL when the benchmark process dies (Linux prctl PR_SET_PDEATHSIG)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class SchedulerProcess:
+    """One scheduler under test: started with its config file, probed, scraped, stopped."""
+
+    def __init__(self, scheduler: str, args: list[str], port: int, log_path: Path, ready_path: str) -> None:
+        self.scheduler = scheduler
+        self.args = args
+        self.port = port
+        self.log_path = log_path
+        self.ready_path = ready_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the process (its own session; it dies with this process)."""
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Until the health endpoint answers 200; raises BenchError if the process exits or times out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check_alive()
+            if _get(f"http://127.0.0.1:{self.port}{self.ready_path}") is not None:
+                return
+            time.sleep(0.2)
+        raise BenchError(f"{self.scheduler} not ready after {timeout:.0f}s; log tail:\n{self.log_tail()}")
+
+    def check_alive(self) -> None:
+        """Raise BenchError when the process has exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise BenchError(
+                f"{self.scheduler} exited with {self.proc.returncode}; log tail:\n{self.log_tail()}"
+            )
+
+    def metrics(self) -> str:
+        """The Prometheus text of /metrics."""
+        text = _get(f"http://127.0.0.1:{self.port}/metrics")
+        if text is None:
+            raise BenchError(f"{self.scheduler}: cannot read /metrics on port {self.port}")
+        return text
+
+    def peak_rss_mib(self) -> float:
+        """VmHWM of the process (MiB; 0 when unknown)."""
+        return peak_rss_of(self.proc.pid) if self.proc is not None else 0.0
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 10 s."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The last lines of the process's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def peak_rss_of(pid: int) -> float:
+    """VmHWM (peak resident set size) of process `pid` in MiB, from /proc; 0 when unavailable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            if response.status == 200:
+                return str(response.read().decode("utf-8", "replace"))
+    except (urllib.error.URLError, OSError):
+        pass
+    return None
+
+
+def make_scheduler(
+    scheduler: str,
+    *,
+    assets: Path,
+    kubeconfig: str,
+    workdir: Path,
+    qps: float,
+    burst: int,
+    policies: Sequence[str],
+) -> SchedulerProcess:
+    """The process for `scheduler` (kube-scheduler from `assets`, or `policyd run`), not started."""
+    from tests.integration.apiserver import free_port
+
+    port = free_port()
+    if scheduler == KUBE_SCHEDULER:
+        config = workdir / "kube-scheduler.yaml"
+        config.write_text(kube_scheduler_config(kubeconfig, qps, burst, port), encoding="utf-8")
+        args = kube_scheduler_command(str(assets / "kube-scheduler"), str(config), port)
+        return SchedulerProcess(scheduler, args, port, workdir / "kube-scheduler.log", "/healthz")
+    if scheduler == POLICYD:
+        config = workdir / "policyd.yaml"
+        doc = policyd_config(kubeconfig, qps, burst, port, [str(Path(p).resolve()) for p in policies])
+        config.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+        return SchedulerProcess(
+            scheduler, policyd_command(str(config)), port, workdir / "policyd.log", "/readyz"
+        )
+    raise ValueError(f"unknown scheduler {scheduler!r} (one of {', '.join(SCHEDULERS)})")
