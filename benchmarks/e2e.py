@@ -374,9 +374,21 @@ class WorkloadRun:
         if m.pods and m.after is None:
             m.scheduled, last = tracker.last_bound(m.pods)
             m.seconds = (last if m.scheduled else time.monotonic()) - m.started
-            m.after = sched.metrics()
+            m.after = self._settled_metrics(sched, m.before, m.scheduled)
         bound, _ = tracker.last_bound(self.created)
         self.say(f"barrier: {bound}/{len(self.created)} bound")
+
+    def _settled_metrics(self, sched: SchedulerProcess, before: str | None, scheduled: int) -> str:
+        """A /metrics scrape once the attempts of the bound pods are counted (waits at most 5 s)."""
+        # a pod's attempt is observed just after its bind returns: the last ones can trail the watch
+        names = ATTEMPT_METRICS[self.scheduler]
+        deadline = time.monotonic() + 5.0
+        while True:
+            text = sched.metrics()
+            _, attempts = histogram_delta(text, before, names)
+            if attempts.count >= scheduled or time.monotonic() > deadline:
+                return text
+            time.sleep(0.1)
 
     def result(self, scale: float, node_scale: float, setup_seconds: float) -> E2EResult:
         """The figures of the measured ops."""
