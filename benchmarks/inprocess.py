@@ -155,6 +155,8 @@ def vector_runner(rng: Any, percentage: int) -> Any:
             nominated_node: Any = None,
             explain: bool = False,
             cluster: Any = None,
+            snapshot: Any = None,
+            nominated_nodes: Any = None,
         ) -> Any:
             parts = getattr(evaluator, "parts", None)
             if explain or nominated_node is not None or not parts or len(parts) != 1 or len(nodes) < 100:

@@ -29,6 +29,7 @@ from policyd.compiler.cel_types import DYN, CelType
 from policyd.compiler.cel_values import Duration
 from policyd.compiler.loader import idents, load_policies, load_texts
 from policyd.compiler.policy_env import LET_CONTEXTS, Context, policy_env
+from policyd.dsl import cel_ast
 from policyd.dsl.cel_parser import parse_cel
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 
@@ -87,6 +88,12 @@ class LetError:
 
     def __init__(self, error: BaseException) -> None:
         self.message = str(as_eval_error(error))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LetError) and other.message == self.message
+
+    def __hash__(self) -> int:
+        return hash(self.message)
 
 
 class Descending:
@@ -180,6 +187,15 @@ class _PolicyCode:
     # rule name -> field paths read by its expressions (lets included)
     reads: dict[str, frozenset[str]] = field(default_factory=dict)
     source: str = ""
+    # compute the pod-only lets the filters / the scores need into the pod slots (`P`), so that
+    # node evaluations after it call the cluster view only from node-dependent code
+    prepare_filter: Callable[..., Any] | None = None
+    prepare_score: Callable[..., Any] | None = None
+    filter_pod_slots: tuple[int, ...] = ()
+    score_pod_slots: tuple[int, ...] = ()
+    # top-level pod fields node-dependent code reads (rules and node-dependent lets); None: the whole
+    # pod object is used other than as an argument of a `cluster` function
+    node_pod_fields: frozenset[str] | None = None
 
 
 class _PolicyGenerator:
@@ -268,6 +284,33 @@ class _PolicyGenerator:
             for name in self.closure(expr):
                 out |= self.let_reads[name]
         return frozenset(out)
+
+    def filter_exprs(self) -> list[ir.Expression]:
+        """Every expression of the filter rules (verdicts, reasons, unresolvable)."""
+        out: list[ir.Expression] = []
+        for rule in self.policy.filters:
+            out.append(rule.expr)
+            for extra in (rule.reason, rule.unresolvable):
+                if isinstance(extra, ir.Expression):
+                    out.append(extra)
+        return out
+
+    def pod_lets_of(self, exprs: Sequence[ir.Expression]) -> list[str]:
+        """The pod-only lets `exprs` need, dependencies first."""
+        out: list[str] = []
+        for expr in exprs:
+            out.extend(n for n in self.closure(expr) if self.pod_only[n] and n not in out)
+        return out
+
+    def node_pod_fields(self) -> frozenset[str] | None:
+        """Top-level pod fields read by node-dependent code (see `_PolicyCode.node_pod_fields`)."""
+        exprs = [*self.filter_exprs(), *(r.expr for r in self.policy.scores)]
+        exprs += [let.expr for let in self.policy.lets if not self.pod_only[let.name.value]]
+        fields: set[str] = set()
+        for expr in exprs:
+            if not _pod_fields(expr.ast, fields):
+                return None
+        return frozenset(fields)
 
     # -- code ------------------------------------------------------------------------------------
 
@@ -451,6 +494,15 @@ class _PolicyGenerator:
                 self.rule_body(w, filter_rule, index, done, collect)
             w.line("return _out" if collect else "return None")
             w.indent -= 1
+        for fn, exprs in (
+            ("prepare_filter", self.filter_exprs()),
+            ("prepare_score", [r.expr for r in p.scores]),
+        ):
+            w.line(f"def {fn}(v_pod, v_cluster, P):")
+            w.indent += 1
+            self.ensure_lets(w, self.pod_lets_of(exprs), set())
+            w.line("return None")
+            w.indent -= 1
         w.line("def score(v_pod, v_cluster, v_node, P, N):")
         w.indent += 1
         w.line("_out = []")
@@ -497,7 +549,46 @@ class _PolicyGenerator:
             node_slots=self.node_slots,
             reads=reads,
             source=source,
+            prepare_filter=namespace["prepare_filter"],
+            prepare_score=namespace["prepare_score"],
+            filter_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of(self.filter_exprs())),
+            score_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr for r in p.scores])),
+            node_pod_fields=self.node_pod_fields(),
         )
+
+
+def _pod_fields(e: Any, out: set[str]) -> bool:
+    """Add the top-level `pod.<field>` names `e` reads to `out`; False when `pod` is used whole.
+
+    `pod` as an argument of a `cluster.<function>(...)` call is not a whole use: the runtime notices
+    calls into the cluster view while it evaluates a node and does not reuse such results.
+    """
+    if isinstance(e, cel_ast.Select) and isinstance(e.operand, cel_ast.Ident) and e.operand.name == "pod":
+        out.add(e.field)
+        return True
+    if isinstance(e, cel_ast.Ident):
+        return e.name != "pod"
+    if isinstance(e, cel_ast.Call):
+        cluster_call = isinstance(e.target, cel_ast.Ident) and e.target.name == "cluster"
+        parts = list(e.args) + ([e.target] if e.target is not None else [])
+        for a in parts:
+            if cluster_call and isinstance(a, cel_ast.Ident) and a.name == "pod":
+                continue
+            if not _pod_fields(a, out):
+                return False
+        return True
+    if isinstance(e, cel_ast.Select):
+        return _pod_fields(e.operand, out)
+    if isinstance(e, cel_ast.CreateList):
+        return all(_pod_fields(x, out) for x in e.elements)
+    if isinstance(e, cel_ast.CreateMap):
+        return all(_pod_fields(x.key, out) and _pod_fields(x.value, out) for x in e.entries)
+    if isinstance(e, cel_ast.CreateMessage):
+        return all(_pod_fields(f.value, out) for f in e.fields)
+    if isinstance(e, cel_ast.Comprehension):
+        loop = (e.iter_range, e.accu_init, e.loop_condition, e.loop_step, e.result)
+        return all(_pod_fields(x, out) for x in loop)
+    return True
 
 
 def _rule_ref(policy: ir.Policy, name: ir.Name) -> pl.RuleRef:
@@ -517,12 +608,35 @@ def _default_expression(text: str) -> ir.Expression:
     return ir.Expression(text, parse_cel(text), SourceMap(SourceFile("<default>", text)))
 
 
+class _ClusterCalls:
+    """Stands in for the cluster view during node evaluations and notes whether it was called."""
+
+    __slots__ = ("called", "view")
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.called = False
+
+    def __getattr__(self, name: str) -> Any:
+        self.called = True
+        return getattr(self.view, name)
+
+
 class _Evaluator:
-    """Per-pod evaluation against nodes (the `PodEvaluator` of one profile)."""
+    """Per-pod evaluation against nodes (the `PodEvaluator` of one profile).
+
+    Besides the `PodEvaluator` calls it offers what the runtime needs to reuse node results across
+    pods of one group (docs/DESIGN.md, "Equivalent pods"): `signature()` (the pod fields node
+    evaluations read), `prepare(phase)` (the pod-only lets of the filters or scores, computed before
+    any node so they can be compared between pods) and `cluster_called` (whether the last node
+    evaluation called the cluster view, whose answers depend on more than the pod and the node).
+    """
 
     def __init__(self, profile: _Profile, pod: pl.CelObject, cluster: Any) -> None:
         self.pod = pod
-        self.cluster = cluster
+        self.profile = profile
+        self.calls = _ClusterCalls(cluster)
+        self.cluster: Any = cluster
         self.parts: list[tuple[int, _PolicyCode, list[Any]]] = []
         self.node: Any = None
         self.node_slots: list[list[Any]] = []
@@ -531,6 +645,52 @@ class _Evaluator:
                 self.parts.append((k, code, [UNSET] * code.pod_slots))
         self.score_offsets = profile.score_offsets
         self.n_scores = len(profile.scores)
+
+    # -- reuse across pods
+
+    def signature(self) -> Any:
+        """A hashable key equal for pods whose node evaluations read the same pod values, or None."""
+        fields = self.profile.node_pod_fields
+        if fields is None:
+            return None
+        pod = self.pod
+        try:
+            frozen = tuple(_freeze(pod.get(f, _MISSING)) for f in fields)
+            key = (tuple(k for k, _, _ in self.parts), frozen)
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def prepare(self, phase: str) -> tuple[Any, ...]:
+        """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values."""
+        values: list[Any] = []
+        view = self.calls.view
+        for _, code, pod_slots in self.parts:
+            if phase == "filter":
+                assert code.prepare_filter is not None
+                code.prepare_filter(self.pod, view, pod_slots)
+                values.extend(pod_slots[i] for i in code.filter_pod_slots)
+            else:
+                assert code.prepare_score is not None
+                code.prepare_score(self.pod, view, pod_slots)
+                values.extend(pod_slots[i] for i in code.score_pod_slots)
+        return tuple(values)
+
+    def track_cluster(self) -> None:
+        """From now on node evaluations see the cluster view through `_ClusterCalls`."""
+        self.cluster = self.calls
+
+    @property
+    def cluster_called(self) -> bool:
+        """True when a node evaluation called the cluster view since the last `reset_cluster_called`."""
+        return self.calls.called
+
+    def reset_cluster_called(self) -> None:
+        """Start noting cluster view calls afresh."""
+        self.calls.called = False
+
+    # -- PodEvaluator
 
     def _slots(self, node: pl.CelObject) -> list[list[Any]]:
         if node is not self.node:
@@ -572,6 +732,21 @@ class _Evaluator:
         return out
 
 
+_MISSING = object()
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable form of a CEL value that tells apart values Python's `==` confuses (1, 1.0, True)."""
+    t = type(value)
+    if t is str or t is int or t is bool or t is float:
+        return (t, value)
+    if isinstance(value, Mapping):
+        return (dict, tuple((_freeze(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (list, tuple(_freeze(v) for v in value))
+    return (t, value)
+
+
 @dataclass
 class _Profile:
     """A `CompiledProfile`: the policies of one scheduler name, in policy-name order."""
@@ -586,6 +761,7 @@ class _Profile:
     scores: tuple[pl.ScoreRule, ...] = ()
     score_offsets: tuple[int, ...] = ()
     wake: Mapping[pl.RuleRef, frozenset[str]] = field(default_factory=dict)
+    node_pod_fields: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         self.policies = tuple(c.policy.name.value for c in self.codes)
@@ -601,6 +777,13 @@ class _Profile:
             for code in self.codes
             for ref in code.filters
         }
+        fields: set[str] = set()
+        for code in self.codes:
+            if code.node_pod_fields is None:
+                fields = {"*"}
+                break
+            fields |= code.node_pod_fields
+        self.node_pod_fields = None if "*" in fields else tuple(sorted(fields))
 
     def matches(self, code: _PolicyCode, pod: pl.CelObject, cluster: Any) -> bool:
         """Does `code`'s policy apply to `pod` (a failing match does not apply)."""

@@ -132,9 +132,24 @@ class Attempt:
     message: str = ""
     nominated_node: str | None = None
     victims: list[str] = field(default_factory=list)
-    nodes: list[NodeRecord] = field(default_factory=list)
     filter_rules: tuple[RuleRef, ...] = ()
     score_rules: tuple[RuleRef, ...] = ()
+    # what `nodes` is built from, on first read (an attempt keeps the cycle's results, not a record
+    # per node: most attempts are never looked at)
+    node_names: Sequence[str] = ()
+    failures: Mapping[str, FilterFailure] = field(default_factory=dict)
+    filter_results: Mapping[str, Sequence[FilterResult]] = field(default_factory=dict)
+    scores: Sequence[NodeScore] = ()
+    _records: list[NodeRecord] | None = field(default=None, repr=False)
+
+    @property
+    def nodes(self) -> list[NodeRecord]:
+        """One record per node of the cycle's snapshot, in snapshot order."""
+        if self._records is None:
+            self._records = build_node_records(
+                self.node_names, self.failures, self.filter_results, self.scores
+            )
+        return self._records
 
     def to_json(self) -> dict[str, Any]:
         """JSON shape used by `explain --output json`."""

@@ -52,6 +52,11 @@ class Cache:
         self._pods: dict[str, _PodEntry] = {}
         self._orphans: dict[str, dict[str, PodViewLike]] = {}  # node name -> pods waiting for it
         self._generation = 0
+        # nodes changed since the last update of `_tracked` (the scheduler's snapshot): that snapshot
+        # is brought up to date from this set instead of a walk over every node
+        self._dirty: set[str] = set()
+        self._tracked: Snapshot | None = None
+        self._layout_dirty = False  # a node was removed since (its name may come back elsewhere)
 
     # --- nodes ---
 
@@ -66,7 +71,7 @@ class Cache:
             state = self._node_factory(obj)
             for pod in self._orphans.pop(name, {}).values():
                 state.add_pod(pod)
-            self._nodes[name] = _NodeEntry(state=state, generation=self._bump(), obj=obj)
+            self._nodes[name] = _NodeEntry(state=state, generation=self._bump(name), obj=obj)
 
     def update_node(self, obj: Mapping[str, Any]) -> None:
         """A node changed (labels, taints, allocatable, ...)."""
@@ -84,7 +89,8 @@ class Cache:
             entry = self._nodes.pop(name, None)
             if entry is None:
                 return
-            self._bump()
+            self._bump(name)
+            self._layout_dirty = True
             orphans = {k: e.pod for k, e in self._pods.items() if e.node == name}
             if orphans:
                 self._orphans[name] = orphans
@@ -193,30 +199,52 @@ class Cache:
     # --- snapshot ---
 
     def update_snapshot(self, snapshot: Snapshot) -> None:
-        """Bring `snapshot` up to date, copying only nodes changed since its last update."""
+        """Bring `snapshot` up to date, copying only nodes changed since its last update.
+
+        The snapshot updated last is tracked: when it comes back, only the nodes changed since
+        (`_dirty`) are looked at; any other snapshot gets a walk over every node.
+        """
         with self._lock:
-            known = snapshot._node_generations()
             changed: dict[str, tuple[int, NodeStateLike]] = {}
-            order: list[str] = []
-            for name, entry in self._nodes.items():
-                if entry.state is None:
-                    continue
-                order.append(name)
-                if known.get(name) != entry.generation:
+            if snapshot is self._tracked:
+                layout_changed = self._layout_dirty
+                for name in self._dirty:
+                    entry = self._nodes.get(name)
+                    if entry is None or entry.state is None:
+                        layout_changed = layout_changed or name in snapshot
+                        continue
+                    layout_changed = layout_changed or name not in snapshot
                     changed[name] = (entry.generation, entry.state.clone_without(()))
-            snapshot._store(order, changed)
+                snapshot._store(self._order() if layout_changed else None, changed)
+            else:
+                known = snapshot._node_generations()
+                order: list[str] = []
+                for name, entry in self._nodes.items():
+                    if entry.state is None:
+                        continue
+                    order.append(name)
+                    if known.get(name) != entry.generation:
+                        changed[name] = (entry.generation, entry.state.clone_without(()))
+                snapshot._store(order, changed)
+            self._dirty.clear()
+            self._layout_dirty = False
+            self._tracked = snapshot
+
+    def _order(self) -> list[str]:
+        return [name for name, entry in self._nodes.items() if entry.state is not None]
 
     # --- internals (lock held) ---
 
-    def _bump(self) -> int:
+    def _bump(self, name: str) -> int:
         self._generation += 1
+        self._dirty.add(name)
         return self._generation
 
     def _update_node_locked(self, entry: _NodeEntry, obj: Mapping[str, Any]) -> None:
         assert entry.state is not None
         entry.state.update_node(obj)
         entry.obj = obj
-        entry.generation = self._bump()
+        entry.generation = self._bump(obj["metadata"]["name"])
 
     def _add_to_node(self, pod: PodViewLike, node: str) -> None:
         entry = self._nodes.get(node)
@@ -224,7 +252,7 @@ class Cache:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
         entry.state.add_pod(pod)
-        entry.generation = self._bump()
+        entry.generation = self._bump(node)
 
     def _remove_from_node(self, pod: PodViewLike, node: str) -> None:
         entry = self._nodes.get(node)
@@ -236,4 +264,4 @@ class Cache:
                     del self._orphans[node]
             return
         entry.state.remove_pod(pod)
-        entry.generation = self._bump()
+        entry.generation = self._bump(node)

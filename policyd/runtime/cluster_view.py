@@ -363,8 +363,13 @@ class ClusterView:
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """`nodes`: a runtime `Snapshot` (its `nodes()` states' `.cel`) or a sequence of node dicts."""
+        cels = getattr(nodes, "cels", None)
         node_states = getattr(nodes, "nodes", None)
-        if callable(node_states):
+        # a snapshot's index of the nodes that have pods with affinity terms (None: scan every pod)
+        self._affinity_index = getattr(nodes, "pods_with_affinity", None)
+        if callable(cels):
+            self._nodes = list(cels())
+        elif callable(node_states):
             self._nodes = [state.cel for state in node_states()]
         else:
             self._nodes = list(nodes)
@@ -574,8 +579,12 @@ class ClusterView:
         """(node, pod, terms) of every existing pod with inter-pod affinity terms (cycle-wide)."""
         if self._pod_terms is None:
             out = []
-            for node in self._nodes:
-                for p in _pods(node):
+            if callable(self._affinity_index):
+                candidates: Iterable[tuple[CelObject, Sequence[CelObject]]] = self._affinity_index()
+            else:
+                candidates = ((node, _pods(node)) for node in self._nodes)
+            for node, pods in candidates:
+                for p in pods:
                     if not p.get("affinity"):
                         continue
                     terms = pod_terms(p)

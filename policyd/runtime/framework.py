@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from policyd.compiler.plugins import (
     CompiledProfile,
@@ -23,12 +27,20 @@ from policyd.compiler.plugins import (
     PodEvaluator,
     RuleRef,
 )
-from policyd.runtime.snapshot import NodeStateLike, PodViewLike
+from policyd.runtime.snapshot import NodeStateLike, PodViewLike, Snapshot
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
 NominatedLookup = Callable[[str], Sequence[PodViewLike]]
+NominatedNodes = Callable[[], Iterable[str]]
+
+# node verdict codes of the group cache (>= 0: index of a cached FilterFailure; <= -3: this pod only)
+UNKNOWN = -2
+PASS = -1
+MAX_GROUPS = 64
+# weighted, normalised totals must stay below this; larger raw scores take the exact path
+INT_SAFE = 2**62
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
@@ -152,19 +164,126 @@ def score_nodes(
 
 
 def select_host(scores: Sequence[NodeScore], rng: random.Random) -> NodeScore:
-    """The highest-scoring node; ties broken uniformly at random by reservoir sampling."""
+    """The highest-scoring node; ties broken uniformly at random (one draw among the tied nodes)."""
     if not scores:
         raise ValueError("no nodes to select from")
-    best = scores[0]
-    count = 1
-    for candidate in scores[1:]:
-        if candidate.total > best.total:
-            best, count = candidate, 1
-        elif candidate.total == best.total:
-            count += 1
-            if rng.randrange(count) == 0:
-                best = candidate
-    return best
+    best = max(s.total for s in scores)
+    ties = [s for s in scores if s.total == best]
+    return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
+
+
+def _go_div_array(a: npt.NDArray[np.int64], b: int) -> npt.NDArray[np.int64]:
+    """Element-wise integer division truncating toward zero, as Go does (b != 0)."""
+    q = np.abs(a) // abs(b)
+    return np.where((a >= 0) == (b >= 0), q, -q)
+
+
+def normalize_array(raw: npt.NDArray[np.int64], mode: Normalize) -> npt.NDArray[np.int64]:
+    """`normalize` over a numpy column (|values| * 100 must fit in int64)."""
+    if mode == "none" or raw.size == 0:
+        return raw
+    hi, lo = int(raw.max()), int(raw.min())
+    if mode == "max":
+        return np.zeros_like(raw) if hi == 0 else _go_div_array(raw * 100, hi)
+    if mode == "reverse":
+        return np.full_like(raw, 100) if hi == 0 else 100 - _go_div_array(raw * 100, hi)
+    minmax = np.zeros_like(raw) if hi == lo else (raw - lo) * 100 // (hi - lo)
+    if mode == "minmax":
+        return minmax
+    if mode == "reverse-minmax":
+        return 100 - minmax
+    raise ValueError(f"unknown normalisation {mode!r}")
+
+
+class _Same:
+    """Marks group values never computed (equal to nothing)."""
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Equal CEL values of equal types (Python's `==` alone takes 1, 1.0 and True as equal)."""
+    if a is b:
+        return True
+    if isinstance(a, _Same) or isinstance(b, _Same):
+        return False
+    try:
+        if a != b:
+            return False
+    except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
+        return False
+    return _typed(a) == _typed(b)
+
+
+def _typed(value: Any) -> Any:
+    t = type(value)
+    if isinstance(value, Mapping):
+        return (t, tuple((_typed(k), _typed(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (t, tuple(_typed(v) for v in value))
+    return t
+
+
+class _Group:
+    """What the last pods of one group learnt about every node (rows of one snapshot layout)."""
+
+    def __init__(self, profile: CompiledProfile, n: int, layout: int, rules: int) -> None:
+        self.profile = profile
+        self.layout = layout
+        self.versions: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
+        self.status: npt.NDArray[np.int32] = np.full(n, UNKNOWN, dtype=np.int32)
+        self.failures: list[FilterFailure] = []
+        self.raw: npt.NDArray[np.int64] = np.zeros((n, rules), dtype=np.int64)
+        self.raw_ok: npt.NDArray[np.bool_] = np.zeros(n, dtype=bool)
+        self.filter_values: Any = _Same()
+        self.score_values: Any = _Same()
+
+    def forget_filters(self) -> None:
+        self.status.fill(UNKNOWN)
+        self.failures = []
+        self.raw_ok.fill(False)
+
+    def forget_scores(self) -> None:
+        self.raw_ok.fill(False)
+
+
+class GroupCache:
+    """Node verdicts and raw scores per group of equivalent pods (docs/DESIGN.md, "Equivalent pods").
+
+    Pods with the same `signature()` whose pod-only lets have the same values get the same verdict
+    and raw scores on an unchanged node unless the evaluation called the cluster view. A group keeps
+    them per snapshot row with the row's cache generation; rows whose generation moved are evaluated
+    again, others are reused. The least recently used groups beyond `capacity` are dropped.
+    """
+
+    def __init__(self, capacity: int = MAX_GROUPS) -> None:
+        self.capacity = capacity
+        self._groups: OrderedDict[tuple[int, Any], _Group] = OrderedDict()
+        self.hits = 0
+        self.evaluations = 0
+
+    def group(self, profile: CompiledProfile, signature: Any, snapshot: Snapshot) -> _Group:
+        """The group of `signature`, with the rows changed in `snapshot` since its last use forgotten."""
+        key = (id(profile), signature)
+        g = self._groups.get(key)
+        n = len(snapshot)
+        if g is None or g.profile is not profile or g.layout != snapshot.layout or len(g.status) != n:
+            g = _Group(profile, n, snapshot.layout, len(profile.scores))
+            self._groups[key] = g
+            while len(self._groups) > self.capacity:
+                self._groups.popitem(last=False)
+        else:
+            self._groups.move_to_end(key)
+        changed = np.flatnonzero(g.versions != snapshot.versions)
+        if changed.size:
+            g.status[changed] = UNKNOWN
+            g.raw_ok[changed] = False
+            g.versions[changed] = snapshot.versions[changed]
+        if len(g.failures) > 4 * n + 64:  # failing rows re-evaluated over and over
+            g.forget_filters()
+        return g
+
+    def clear(self) -> None:
+        """Drop every group."""
+        self._groups.clear()
 
 
 @dataclass
@@ -183,12 +302,20 @@ class ScheduleResult:
 
 
 class ProfileRunner:
-    """Runs profiles over snapshot nodes, remembering the round-robin start between cycles."""
+    """Runs profiles over snapshot nodes, remembering the round-robin start between cycles.
 
-    def __init__(self, rng: random.Random, percentage_of_nodes_to_score: int = 0) -> None:
+    Given the snapshot, pods whose evaluator supports it take the group path: node verdicts and raw
+    scores come from the `GroupCache` where the node did not change, and scores are normalised and
+    summed with numpy. Both paths give the same placements, failures and random draws.
+    """
+
+    def __init__(
+        self, rng: random.Random, percentage_of_nodes_to_score: int = 0, groups: GroupCache | None = None
+    ) -> None:
         self._rng = rng
         self._percentage = percentage_of_nodes_to_score
         self._next_start = 0
+        self.groups = groups
 
     def schedule(
         self,
@@ -200,6 +327,8 @@ class ProfileRunner:
         nominated_node: NodeStateLike | None = None,
         explain: bool = False,
         cluster: Any = None,
+        snapshot: Snapshot | None = None,
+        nominated_nodes: NominatedNodes | None = None,
     ) -> ScheduleResult:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         if nominated_node is not None:
@@ -214,6 +343,27 @@ class ProfileRunner:
             return ScheduleResult(None, 0, 0, {}, [], {})
         limit = num_feasible_nodes_to_find(len(nodes), self._percentage)
         start = self._next_start % len(nodes)
+        if (
+            self.groups is not None
+            and snapshot is not None
+            and not explain
+            and nodes is snapshot.nodes()
+            and callable(getattr(evaluator, "signature", None))
+        ):
+            signature = evaluator.signature()  # type: ignore[attr-defined]
+            if signature is not None:
+                return self._schedule_group(
+                    profile,
+                    evaluator,
+                    pod,
+                    snapshot,
+                    signature,
+                    nominated,
+                    nominated_nodes,
+                    cluster,
+                    limit,
+                    start,
+                )
         t0 = time.perf_counter()
         found = find_feasible_nodes(evaluator, pod, nodes, start, limit, nominated, explain)
         filter_seconds = time.perf_counter() - t0
@@ -249,6 +399,143 @@ class ProfileRunner:
             filter_seconds,
             score_seconds,
         )
+
+    # -- the group path ----------------------------------------------------------------------------
+
+    def _schedule_group(
+        self,
+        profile: CompiledProfile,
+        evaluator: Any,
+        pod: PodViewLike,
+        snapshot: Snapshot,
+        signature: Any,
+        nominated: NominatedLookup,
+        nominated_nodes: NominatedNodes | None,
+        cluster: Any,
+        limit: int,
+        start: int,
+    ) -> ScheduleResult:
+        assert self.groups is not None
+        t0 = time.perf_counter()
+        nodes, cels = snapshot.nodes(), snapshot.cels()
+        n = len(nodes)
+        g = self.groups.group(profile, signature, snapshot)
+        values = evaluator.prepare("filter")
+        if not same_values(values, g.filter_values):
+            g.forget_filters()
+            g.filter_values = values
+        evaluator.track_cluster()
+        # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod
+        special: dict[int, list[PodViewLike]] = {}
+        for name in nominated_nodes() if nominated_nodes is not None else ():
+            others = [p for p in nominated(name) if p.priority >= pod.priority and p.key != pod.key]
+            row = snapshot.row(name)
+            if others and row is not None:
+                special[row] = others
+        status = g.status
+        local = status.copy()
+        if special:
+            local[list(special)] = UNKNOWN
+        own: list[FilterFailure] = []  # failures of this pod only (codes -3, -4, ...)
+        while True:
+            ordered = np.concatenate((local[start:], local[:start])) if start else local
+            counts = np.cumsum((ordered == PASS) | (ordered == UNKNOWN))
+            end = min(int(np.searchsorted(counts, limit)), n - 1)
+            unknown = np.flatnonzero(ordered[: end + 1] == UNKNOWN)
+            if unknown.size == 0:
+                break
+            self.groups.evaluations += int(unknown.size)
+            for pos in unknown.tolist():
+                row = pos + start - n if pos + start >= n else pos + start
+                if row in special:
+                    failure = evaluator.filter(nodes[row].with_pods(special[row]).cel)
+                    if failure is None:
+                        failure = evaluator.filter(cels[row])
+                    cacheable = False
+                else:
+                    evaluator.reset_cluster_called()
+                    failure = evaluator.filter(cels[row])
+                    cacheable = not evaluator.cluster_called
+                if failure is None:
+                    code = PASS
+                elif cacheable:
+                    code = len(g.failures)
+                    g.failures.append(failure)
+                else:
+                    code = -3 - len(own)
+                    own.append(failure)
+                local[row] = code
+                if cacheable:
+                    status[row] = code
+        window = ordered[: end + 1]
+        evaluated = end + 1
+        self.groups.hits += evaluated
+        self._next_start = (start + evaluated) % n
+        passed = np.flatnonzero(window == PASS)
+        rows = passed + start
+        rows[rows >= n] -= n
+        failures: dict[str, FilterFailure] = {}
+        for pos in np.flatnonzero(window != PASS).tolist():
+            row = pos + start - n if pos + start >= n else pos + start
+            code = int(window[pos])
+            failures[nodes[row].name] = g.failures[code] if code >= 0 else own[-3 - code]
+        filter_seconds = time.perf_counter() - t0
+        if rows.size == 0:
+            return ScheduleResult(None, 0, evaluated, failures, [], {}, filter_seconds)
+        row_list = rows.tolist()
+        if len(row_list) == 1:
+            return ScheduleResult(nodes[row_list[0]].name, 1, evaluated, failures, [], {}, filter_seconds)
+        t0 = time.perf_counter()
+        feasible_cels = [cels[r] for r in row_list]
+        prescore = getattr(cluster, "prescore", None)
+        if callable(prescore):
+            prescore(pod.cel, feasible_cels)
+        values = evaluator.prepare("score")
+        if not same_values(values, g.score_values):
+            g.forget_scores()
+            g.score_values = values
+        total = self._group_scores(profile, evaluator, g, rows, row_list, cels)
+        if total is None:  # raw scores too large for int64 arithmetic: the exact path
+            feasible = [nodes[r] for r in row_list]
+            best = select_host(score_nodes(profile, evaluator, feasible), self._rng)
+            chosen = best.node
+        else:
+            top = np.flatnonzero(total == total.max())
+            pick = 0 if top.size == 1 else self._rng.randrange(int(top.size))
+            chosen = nodes[row_list[int(top[pick])]].name
+        score_seconds = time.perf_counter() - t0
+        return ScheduleResult(
+            chosen, len(row_list), evaluated, failures, [], {}, filter_seconds, score_seconds
+        )
+
+    @staticmethod
+    def _group_scores(
+        profile: CompiledProfile,
+        evaluator: Any,
+        g: _Group,
+        rows: npt.NDArray[np.intp],
+        row_list: list[int],
+        cels: Sequence[Mapping[str, Any]],
+    ) -> npt.NDArray[np.int64] | None:
+        """Weighted totals of the feasible `rows` (None: a raw score is beyond int64 arithmetic)."""
+        rules = profile.scores
+        if not rules:
+            return np.zeros(len(row_list), dtype=np.int64)
+        bound = INT_SAFE // (100 * max(1, sum(abs(r.weight) for r in rules)))
+        missing = rows[~g.raw_ok[rows]]
+        for row in missing.tolist():
+            evaluator.reset_cluster_called()
+            raw = [int(v) for v in evaluator.score(cels[row])]
+            if any(abs(v) > bound for v in raw):
+                return None
+            g.raw[row] = raw
+            if not evaluator.cluster_called:
+                g.raw_ok[row] = True
+        matrix = g.raw[rows]
+        total = np.zeros(len(row_list), dtype=np.int64)
+        for j, rule in enumerate(rules):
+            total += normalize_array(matrix[:, j], rule.normalize) * rule.weight
+        return total
 
 
 def reasons_by_node(failures: Mapping[str, FilterFailure]) -> dict[str, tuple[str, ...]]:

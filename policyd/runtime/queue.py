@@ -286,6 +286,11 @@ class SchedulingQueue:
         with self._lock:
             return list(self._nominated.by_node.get(node, {}).values())
 
+    def nominated_nodes(self) -> list[str]:
+        """Names of the nodes some pod is nominated to."""
+        with self._lock:
+            return [node for node, pods in self._nominated.by_node.items() if pods]
+
     # --- introspection ---
 
     def pending(self) -> dict[str, int]:

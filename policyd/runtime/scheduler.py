@@ -45,7 +45,6 @@ from policyd.errors import PolicydError
 from policyd.runtime.attempts import (
     Attempt,
     AttemptLog,
-    build_node_records,
     fit_error_message,
     preempted_message,
     scheduled_message,
@@ -55,7 +54,7 @@ from policyd.runtime.backend import BindError, ClusterBackend, KubeObject
 from policyd.runtime.binder import DEFAULT_BIND_WORKERS, Binder
 from policyd.runtime.cache import DEFAULT_ASSUMED_TTL, Cache, NodeFactory
 from policyd.runtime.clock import Clock, FakeClock, RealClock
-from policyd.runtime.framework import ProfileRunner, ScheduleResult, reasons_by_node
+from policyd.runtime.framework import GroupCache, ProfileRunner, ScheduleResult, reasons_by_node
 from policyd.runtime.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, SchedulerMetrics
 from policyd.runtime.pdb import BudgetIndex
 from policyd.runtime.permit import Permits, WaitingPod
@@ -91,6 +90,9 @@ class SchedulerOptions:
     explain: bool = False  # record every filter rule's verdict on every node (filter_all)
     assumed_ttl: float = DEFAULT_ASSUMED_TTL
     max_attempts: int = 0  # 0: retry forever; else a pod failing that often is given up (simulate)
+    # reuse node verdicts and raw scores between equivalent pods (framework.GroupCache); False: every
+    # node is evaluated per pod (same results, slower; tests compare the two)
+    reuse_node_results: bool = True
 
 
 def _default_pod_view() -> PodViewFactory:
@@ -179,7 +181,11 @@ class Scheduler:
         self.victims: list[str] = []
         self.given_up: set[str] = set()
         self._rng = random.Random(self.options.seed)
-        self._runner = ProfileRunner(self._rng, self.options.percentage_of_nodes_to_score)
+        self._runner = ProfileRunner(
+            self._rng,
+            self.options.percentage_of_nodes_to_score,
+            groups=GroupCache() if self.options.reuse_node_results else None,
+        )
         self._inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._inbox_lock = threading.Condition()
         self.synced = threading.Event()
@@ -402,9 +408,10 @@ class Scheduler:
             self._observe_attempt(RESULT_ERROR, profile, started, incoming="backoff")
             return True
         self._observe_algorithm(profile, result, started)
-        attempt.nodes = build_node_records(
-            snapshot.node_names(), result.failures, result.all_results, result.scores
-        )
+        attempt.node_names = snapshot.names()
+        attempt.failures = result.failures
+        attempt.filter_results = result.all_results
+        attempt.scores = result.scores
         if result.node is None:
             self._handle_unschedulable(queued, profile, snapshot, result, attempt)
             self._observe_attempt(RESULT_UNSCHEDULABLE, profile, started, queued=queued)
@@ -429,7 +436,7 @@ class Scheduler:
         if result.evaluated:
             status = "Success" if result.node is not None else "Unschedulable"
             metrics.observe_rule(name, "filters", "Filter", result.filter_seconds, status)
-        if result.scores:
+        if result.scores or result.score_seconds:
             metrics.observe_rule(name, "scores", "Score", result.score_seconds)
 
     def _observe_attempt(
@@ -484,6 +491,8 @@ class Scheduler:
             nominated_node=snapshot.node(nominated) if nominated else None,
             explain=self.options.explain,
             cluster=cluster,
+            snapshot=snapshot,
+            nominated_nodes=self.queue.nominated_nodes,
         )
 
     def _handle_unschedulable(

@@ -12,6 +12,9 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 _generations = itertools.count(1)
 
 
@@ -94,13 +97,29 @@ class NodeStateLike(Protocol):
 
 
 class Snapshot:
-    """Node states for one scheduling cycle; read-only for everyone but `Cache.update_snapshot`."""
+    """Node states for one scheduling cycle; read-only for everyone but `Cache.update_snapshot`.
+
+    Besides the node states the snapshot keeps, per row (position in `nodes()`), the cache generation
+    the row was copied at (`versions`, a numpy array) and a `layout` number that changes whenever
+    rows are added, removed or reordered. Per-pod-group evaluation caches (policyd.runtime.framework)
+    use both to re-evaluate only the rows that changed since they last looked.
+    """
 
     def __init__(self) -> None:
         self.generation = next_generation()
+        self.layout = next_generation()
         self._nodes: dict[str, NodeStateLike] = {}
         self._node_generation: dict[str, int] = {}
         self._list: list[NodeStateLike] = []
+        self._cels: list[Mapping[str, Any]] = []
+        self._row: dict[str, int] = {}
+        self._names: tuple[str, ...] | None = None
+        # node name -> CEL dicts of its pods with inter-pod (anti-)affinity (kube-scheduler's
+        # havePodsWithAffinityNodeInfoList), kept for changed nodes only
+        self._affinity: dict[str, list[Mapping[str, Any]]] = {}
+        self.versions: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        # the cache generation this snapshot was last brought up to (Cache.update_snapshot)
+        self._synced_to: tuple[int, int] | None = None
 
     # --- read API (ClusterView, framework, preemption) ---
 
@@ -108,19 +127,44 @@ class Snapshot:
         """Every node, in the cache's stable order (the order nodes were added)."""
         return self._list
 
+    def cels(self) -> Sequence[Mapping[str, Any]]:
+        """The `.cel` dicts of `nodes()`, in the same order."""
+        return self._cels
+
     def node(self, name: str) -> NodeStateLike | None:
         """The node called `name`, or None."""
         return self._nodes.get(name)
 
+    def row(self, name: str) -> int | None:
+        """The position of node `name` in `nodes()`, or None."""
+        return self._row.get(name)
+
     def node_names(self) -> list[str]:
         """Names of every node, in snapshot order."""
         return [n.name for n in self._list]
+
+    def names(self) -> tuple[str, ...]:
+        """Names of every node, in snapshot order (one shared tuple per layout)."""
+        if self._names is None:
+            self._names = tuple(n.name for n in self._list)
+        return self._names
 
     def __len__(self) -> int:
         return len(self._list)
 
     def __contains__(self, name: object) -> bool:
         return name in self._nodes
+
+    def pods_with_affinity(self) -> list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
+        """(node dict, pods with pod affinity or anti-affinity) of every node that has such pods."""
+        return [(self._nodes[name].cel, pods) for name, pods in self._affinity.items()]
+
+    def _index_affinity(self, state: NodeStateLike) -> None:
+        pods = [p for p in state.cel.get("pods", ()) if _has_pod_affinity(p)]
+        if pods:
+            self._affinity[state.name] = pods
+        else:
+            self._affinity.pop(state.name, None)
 
     def pods(self) -> Iterator[Mapping[str, Any]]:
         """The CEL dicts of every pod on every node (assumed pods included)."""
@@ -134,6 +178,15 @@ class Snapshot:
         derived._nodes[node.name] = node
         derived._node_generation = dict(self._node_generation)
         derived._list = [node if n.name == node.name else n for n in self._list]
+        derived._cels = [n.cel for n in derived._list]
+        derived._row = dict(self._row)
+        derived._names = self._names
+        derived._affinity = dict(self._affinity)
+        derived._index_affinity(node)
+        derived.versions = self.versions.copy()
+        row = derived._row.get(node.name)
+        if row is not None:
+            derived.versions[row] = -1  # a what-if state no cache generation describes
         return derived
 
     # --- write API (cache only) ---
@@ -141,17 +194,47 @@ class Snapshot:
     def _node_generations(self) -> Mapping[str, int]:
         return self._node_generation
 
-    def _store(self, order: Sequence[str], changed: Mapping[str, tuple[int, NodeStateLike]]) -> None:
-        """Install copies of changed nodes and the node order; bump the generation on change."""
-        if not changed and len(order) == len(self._list):
+    def _store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeStateLike]]) -> None:
+        """Install copies of changed nodes and the node order (None: the order is unchanged).
+
+        The generation changes when anything does. With the same order, changed rows are replaced in
+        place (no walk over every node); otherwise the rows are rebuilt and `layout` changes too.
+        """
+        if order is not None and list(order) == [n.name for n in self._list]:
+            order = None
+        if order is None:
+            if not changed:
+                return
+            for name, (gen, state) in changed.items():
+                row = self._row[name]
+                self._nodes[name] = state
+                self._node_generation[name] = gen
+                self._list[row] = state
+                self._cels[row] = state.cel
+                self.versions[row] = gen
+                self._index_affinity(state)
+            self.generation = next_generation()
             return
         for name, (gen, state) in changed.items():
             self._nodes[name] = state
             self._node_generation[name] = gen
-        if len(order) != len(self._nodes):
-            keep = set(order)
-            for name in [n for n in self._nodes if n not in keep]:
-                del self._nodes[name]
-                del self._node_generation[name]
+        keep = set(order)
+        for name in [n for n in self._nodes if n not in keep]:
+            del self._nodes[name]
+            del self._node_generation[name]
+            self._affinity.pop(name, None)
+        for state in (state for _, state in changed.values()):
+            self._index_affinity(state)
         self._list = [self._nodes[name] for name in order]
+        self._cels = [n.cel for n in self._list]
+        self._row = {name: i for i, name in enumerate(order)}
+        self.versions = np.array([self._node_generation[name] for name in order], dtype=np.int64)
+        self._names = None
+        self.layout = next_generation()
         self.generation = next_generation()
+
+
+def _has_pod_affinity(pod: Mapping[str, Any]) -> bool:
+    """True when the pod has inter-pod affinity or anti-affinity terms."""
+    affinity = pod.get("affinity") or {}
+    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
