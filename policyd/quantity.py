@@ -7,6 +7,7 @@ As in Kubernetes, a non-zero value is rounded away from zero to a multiple of 1n
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -36,6 +37,18 @@ _NANO = Fraction(1, 10**9)
 
 def parse_quantity(s: str | int | float) -> Fraction:
     """Parse a Kubernetes quantity (`"500m"`, `"1Gi"`, `"1e3"`, `2`, `0.5`) to an exact Fraction."""
+    if type(s) is str:
+        return _parse_text(s)
+    return _parse(s)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(s: str) -> Fraction:
+    """`parse_quantity` of a string, memoised: objects repeat the same few quantities."""
+    return _parse(s)
+
+
+def _parse(s: str | int | float) -> Fraction:
     if isinstance(s, bool):
         raise QuantityError(f"invalid quantity {s!r}: a boolean is not a quantity")
     if isinstance(s, int):

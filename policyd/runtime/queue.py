@@ -65,6 +65,30 @@ class _Nominated:
     node_of: dict[str, str] = field(default_factory=dict)
 
 
+class _Placement(dict[str, str]):
+    """key -> sub-queue, with the keys parked in unschedulablePods also kept apart: cluster events
+    look at those only, not at every queued pod."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parked: dict[str, None] = {}
+
+    def __setitem__(self, key: str, where: str) -> None:
+        super().__setitem__(key, where)
+        if where == "unschedulable":
+            self.parked[key] = None
+        else:
+            self.parked.pop(key, None)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.parked.pop(key, None)
+
+    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
+        self.parked.pop(key, None)
+        return super().pop(key, *default)
+
+
 class SchedulingQueue:
     """activeQ (heap by queue key), backoffQ (heap by expiry), unschedulable pods (map)."""
 
@@ -75,7 +99,7 @@ class SchedulingQueue:
         self._active: list[tuple[Any, ...]] = []
         self._backoff: list[tuple[float, int, str]] = []
         self._pods: dict[str, QueuedPod] = {}  # every pod in active/backoff/unschedulable
-        self._where: dict[str, str] = {}  # key -> "active" | "backoff" | "unschedulable"
+        self._where = _Placement()  # key -> "active" | "backoff" | "unschedulable"
         self._in_flight: set[str] = set()
         self._seq = itertools.count()
         self._cycle = 0
@@ -199,7 +223,7 @@ class SchedulingQueue:
         with self._lock:
             self._move_request_cycle = self._cycle
             moved = 0
-            for key in [k for k, w in self._where.items() if w == "unschedulable"]:
+            for key in list(self._where.parked):
                 qp = self._pods[key]
                 if not self._wakes(qp, kind):
                     continue
@@ -309,7 +333,7 @@ class SchedulingQueue:
     def unschedulable_pods(self) -> list[QueuedPod]:
         """The parked pods."""
         with self._lock:
-            return [self._pods[k] for k, w in self._where.items() if w == "unschedulable"]
+            return [self._pods[k] for k in self._where.parked]
 
     def get(self, key: str) -> QueuedPod | None:
         """The queued entry of `key` (active, backoff or unschedulable)."""

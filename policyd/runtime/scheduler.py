@@ -176,7 +176,9 @@ class Scheduler:
         self.snapshot = Snapshot()
         self.budgets = BudgetIndex()
         self.permits = Permits(self.clock)
-        self.binder = Binder(backend, self.options.bind_workers)
+        # a back-end that binds in memory gains nothing from bind threads but GIL hand-offs
+        in_memory = bool(getattr(backend, "binds_in_memory", False))
+        self.binder = Binder(backend, 0 if in_memory else self.options.bind_workers)
         self.attempts = AttemptLog()
         self.victims: list[str] = []
         self.given_up: set[str] = set()

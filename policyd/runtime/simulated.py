@@ -55,6 +55,9 @@ def _timestamp(obj: KubeObject) -> str:
 class SimulatedCluster:
     """An in-memory cluster implementing `ClusterBackend` (one lock)."""
 
+    # `bind` completes in memory at once: the scheduler's binder runs it inline (no worker threads)
+    binds_in_memory = True
+
     def __init__(
         self,
         nodes: Sequence[KubeObject] = (),

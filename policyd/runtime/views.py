@@ -157,7 +157,7 @@ def _convert(value: Any, t: CelType) -> Any:
                 raise _Mismatch(str(e)) from None
         return value
     if isinstance(t, ObjectType):
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise _Mismatch(f"expected an object, got {type(value).__name__}")
         out: dict[str, Any] = {}
         for key, v in value.items():
@@ -172,7 +172,7 @@ def _convert(value: Any, t: CelType) -> Any:
                     raise
         return out
     if isinstance(t, ListType):
-        if not isinstance(value, list | tuple):
+        if type(value) is not list and not isinstance(value, list | tuple):
             raise _Mismatch(f"expected a list, got {type(value).__name__}")
         elem = t.elem
         items: list[Any] = []
@@ -186,7 +186,7 @@ def _convert(value: Any, t: CelType) -> Any:
                 raise
         return items
     if isinstance(t, MapType):
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise _Mismatch(f"expected a map, got {type(value).__name__}")
         entries: dict[Any, Any] = {}
         for k, v in value.items():
