@@ -101,6 +101,12 @@ def _default_pod_view() -> PodViewFactory:
     return views.pod_view
 
 
+def _default_pod_view_update() -> Callable[[Any, KubeObject], PodViewLike]:
+    from policyd.runtime import views
+
+    return views.pod_view_update
+
+
 def _default_node_state() -> NodeFactory:
     from policyd.runtime import views
 
@@ -170,6 +176,7 @@ class Scheduler:
         self.backend = backend
         self._policies = policies
         self._pod_view = pod_view or _default_pod_view()
+        self._pod_view_update = None if pod_view is not None else _default_pod_view_update()
         self._cluster_view = cluster_view or _default_cluster_view()
         self.queue = SchedulingQueue(self.clock, self.options.queue)
         self.cache = Cache(node_state or _default_node_state(), self.clock, ttl=self.options.assumed_ttl)
@@ -309,7 +316,7 @@ class Scheduler:
         self._move(EVENT_POD_ASSIGNED_ADD)
 
     def _pod_updated(self, old: KubeObject, new: KubeObject) -> None:
-        pod = self._pod_view(new)
+        pod = self._updated_view(new)
         was_assigned = bool((old.get("spec") or {}).get("nodeName"))
         if pod.node_name:
             if not was_assigned:
@@ -329,6 +336,18 @@ class Scheduler:
         profile = self.profile_for(pod)
         if profile is not None and pod.key not in self.given_up:
             self._enqueue(pod, profile, EVENT_POD_UPDATE)
+
+    def _updated_view(self, obj: KubeObject) -> PodViewLike:
+        """The view of an updated pod, derived from the one we hold when only status/nodeName moved."""
+        if self._pod_view_update is None:
+            return self._pod_view(obj)
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        prev = self.cache.pod(key)
+        if prev is None:
+            queued = self.queue.get(key)
+            prev = queued.pod if queued is not None else None
+        return self._pod_view(obj) if prev is None else self._pod_view_update(prev, obj)
 
     def _pod_deleted(self, obj: KubeObject) -> None:
         key = f"{(obj.get('metadata') or {}).get('namespace', 'default')}/{obj['metadata']['name']}"

@@ -479,6 +479,69 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
     )
 
 
+_META_VOLATILE = ("resourceVersion", "managedFields")
+
+
+def _without(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in keys}
+
+
+def pod_view_update(prev: PodView, obj: Mapping[str, Any]) -> PodView:
+    """The view of `obj`, a later version of the pod `prev` was made from.
+
+    When only spec.nodeName, status and metadata.resourceVersion changed (a bind, a condition, a
+    nomination: most pod updates a scheduler sees), the view is derived from `prev` without
+    converting the spec again; otherwise it is converted afresh (`pod_view`). Both give equal views.
+    """
+    old = prev.raw
+    meta, old_meta = obj.get("metadata"), old.get("metadata")
+    spec, old_spec = obj.get("spec"), old.get("spec")
+    if not (
+        isinstance(meta, dict)
+        and isinstance(old_meta, dict)
+        and isinstance(spec, dict)
+        and isinstance(old_spec, dict)
+        and isinstance(spec.get("nodeName", ""), str)
+        and isinstance(meta.get("resourceVersion", ""), str)
+        and _without(meta, _META_VOLATILE) == _without(old_meta, _META_VOLATILE)
+        and _without(spec, ("nodeName",)) == _without(old_spec, ("nodeName",))
+    ):
+        return pod_view(obj)
+    where = f"pod {prev.key}"
+    status = _mapping(obj.get("status"), f"{where}: status")
+    cel_status = _project(status, kt.POD_STATUS, f"{where}: status")
+    node_name = spec.get("nodeName") or ""
+    metadata = dict(prev.cel["metadata"])
+    if meta.get("resourceVersion") is None:
+        metadata.pop("resourceVersion", None)
+    else:
+        metadata["resourceVersion"] = meta["resourceVersion"]
+    cel_spec = dict(prev.cel["spec"])
+    if spec.get("nodeName") is None:
+        cel_spec.pop("nodeName", None)
+    else:
+        cel_spec["nodeName"] = spec["nodeName"]
+    nominated = cel_status.get("nominatedNodeName", "")
+    phase = cel_status.get("phase", "")
+    cel = dict(prev.cel)
+    cel["nodeName"] = node_name
+    cel["nominatedNodeName"] = nominated
+    cel["phase"] = phase
+    cel["startTime"] = cel_status.get("startTime", cel_timestamp(0))
+    cel["metadata"] = metadata
+    cel["spec"] = cel_spec
+    cel["status"] = cel_status
+    return replace(
+        prev,
+        node_name=node_name,
+        nominated_node_name=nominated,
+        phase=phase,
+        start_time=_epoch(cel_status.get("startTime")),
+        raw=obj,
+        cel=cel,
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # nodes
 
