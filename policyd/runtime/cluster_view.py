@@ -368,7 +368,7 @@ class ClusterView:
         # a snapshot's index of the nodes that have pods with affinity terms (None: scan every pod)
         self._affinity_index = getattr(nodes, "pods_with_affinity", None)
         if callable(cels):
-            self._nodes = list(cels())
+            self._nodes = cels()  # the snapshot's own list: it does not change during a cycle
         elif callable(node_states):
             self._nodes = [state.cel for state in node_states()]
         else:

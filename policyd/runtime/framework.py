@@ -9,6 +9,7 @@ weighted and summed; the best node is picked with reservoir sampling among equal
 
 from __future__ import annotations
 
+import operator
 import random
 import time
 from collections import OrderedDict
@@ -199,8 +200,12 @@ class _Same:
     """Marks group values never computed (equal to nothing)."""
 
 
-def same_values(a: Any, b: Any) -> bool:
-    """Equal CEL values of equal types (Python's `==` alone takes 1, 1.0 and True as equal)."""
+def same_values(a: Any, b: Any, b_text: str | None = None) -> bool:
+    """Equal CEL values of equal types (Python's `==` alone takes 1, 1.0 and True as equal).
+
+    `b_text` is `repr(b)` when the caller kept it. Among `==`-equal values `repr` tells those types
+    apart (a differing `repr` of equal values, such as dicts in another order, only costs a reuse).
+    """
     if a is b:
         return True
     if isinstance(a, _Same) or isinstance(b, _Same):
@@ -208,18 +213,16 @@ def same_values(a: Any, b: Any) -> bool:
     try:
         if a != b:
             return False
+        return repr(a) == (repr(b) if b_text is None else b_text)
     except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
         return False
-    return _typed(a) == _typed(b)
 
 
-def _typed(value: Any) -> Any:
-    t = type(value)
-    if isinstance(value, Mapping):
-        return (t, tuple((_typed(k), _typed(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return (t, tuple(_typed(v) for v in value))
-    return t
+def _text(value: Any) -> str | None:
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - same_values then computes it (and fails) again
+        return None
 
 
 class _Group:
@@ -235,6 +238,8 @@ class _Group:
         self.raw_ok: npt.NDArray[np.bool_] = np.zeros(n, dtype=bool)
         self.filter_values: Any = _Same()
         self.score_values: Any = _Same()
+        self.filter_text: str | None = None
+        self.score_text: str | None = None
 
     def forget_filters(self) -> None:
         self.status.fill(UNKNOWN)
@@ -421,9 +426,9 @@ class ProfileRunner:
         n = len(nodes)
         g = self.groups.group(profile, signature, snapshot)
         values = evaluator.prepare("filter")
-        if not same_values(values, g.filter_values):
+        if not same_values(values, g.filter_values, g.filter_text):
             g.forget_filters()
-            g.filter_values = values
+            g.filter_values, g.filter_text = values, _text(values)
         evaluator.track_cluster()
         # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod
         special: dict[int, list[PodViewLike]] = {}
@@ -437,14 +442,17 @@ class ProfileRunner:
         if special:
             local[list(special)] = UNKNOWN
         own: list[FilterFailure] = []  # failures of this pod only (codes -3, -4, ...)
+        ordered = local
+        end = n - 1
         while True:
             ordered = np.concatenate((local[start:], local[:start])) if start else local
-            counts = np.cumsum((ordered == PASS) | (ordered == UNKNOWN))
+            counts = np.cumsum((ordered < 0) & (ordered >= UNKNOWN))
             end = min(int(np.searchsorted(counts, limit)), n - 1)
             unknown = np.flatnonzero(ordered[: end + 1] == UNKNOWN)
             if unknown.size == 0:
                 break
             self.groups.evaluations += int(unknown.size)
+            all_passed = True
             for pos in unknown.tolist():
                 row = pos + start - n if pos + start >= n else pos + start
                 if row in special:
@@ -465,8 +473,12 @@ class ProfileRunner:
                     code = -3 - len(own)
                     own.append(failure)
                 local[row] = code
+                ordered[pos] = code  # `ordered` is `local` itself or a rotated copy of it
                 if cacheable:
                     status[row] = code
+                all_passed = all_passed and code == PASS
+            if all_passed:  # the window is what it was: every candidate in it passed
+                break
         window = ordered[: end + 1]
         evaluated = end + 1
         self.groups.hits += evaluated
@@ -486,14 +498,14 @@ class ProfileRunner:
         if len(row_list) == 1:
             return ScheduleResult(nodes[row_list[0]].name, 1, evaluated, failures, [], {}, filter_seconds)
         t0 = time.perf_counter()
-        feasible_cels = [cels[r] for r in row_list]
+        feasible_cels = operator.itemgetter(*row_list)(cels)
         prescore = getattr(cluster, "prescore", None)
         if callable(prescore):
             prescore(pod.cel, feasible_cels)
         values = evaluator.prepare("score")
-        if not same_values(values, g.score_values):
+        if not same_values(values, g.score_values, g.score_text):
             g.forget_scores()
-            g.score_values = values
+            g.score_values, g.score_text = values, _text(values)
         total = self._group_scores(profile, evaluator, g, rows, row_list, cels)
         if total is None:  # raw scores too large for int64 arithmetic: the exact path
             feasible = [nodes[r] for r in row_list]

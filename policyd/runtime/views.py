@@ -278,13 +278,21 @@ class PodView:
         """A copy bound (or assumed) to `node_name`."""
         cel = dict(self.cel)
         cel["nodeName"] = node_name
-        return replace(self, node_name=node_name, cel=cel)
+        return _evolve(self, node_name=node_name, cel=cel)
 
     def with_nominated_node(self, node_name: str) -> PodView:
         """A copy with `nominatedNodeName` set ("" clears it)."""
         cel = dict(self.cel)
         cel["nominatedNodeName"] = node_name
         return replace(self, nominated_node_name=node_name, cel=cel)
+
+
+def _evolve(view: PodView, **changes: Any) -> PodView:
+    """`dataclasses.replace` for the hot path: a copy of the frozen view with `changes` set."""
+    copy = object.__new__(PodView)
+    copy.__dict__.update(view.__dict__)
+    copy.__dict__.update(changes)
+    return copy
 
 
 def _containers(spec: Mapping[str, Any], name: str, where: str) -> list[Mapping[str, Any]]:
@@ -367,6 +375,63 @@ def _epoch(ts: Timestamp | None) -> float | None:
     return None if ts is None else ts.ns / _NANOS
 
 
+_RESOURCE_MEMO: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
+_RESOURCE_MEMO_SIZE = 4096
+
+
+def _pod_resources(
+    spec: Mapping[str, Any],
+    containers: list[Mapping[str, Any]],
+    inits: list[Mapping[str, Any]],
+    where: str,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Effective requests, non-zero requests and limits of a pod (fresh dicts).
+
+    Memoised by the text of the containers' resources: pods of one workload share them, and exact
+    quantity arithmetic is the costly part of converting a pod.
+    """
+    key = repr(
+        (
+            [c.get("resources") for c in containers],
+            [(c.get("resources"), c.get("restartPolicy")) for c in inits],
+            spec.get("overhead"),
+        )
+    )
+    hit = _RESOURCE_MEMO.get(key)
+    if hit is None:
+        hit = _compute_resources(spec, containers, inits, where)
+        if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_SIZE:
+            _RESOURCE_MEMO.clear()
+        _RESOURCE_MEMO[key] = hit
+    return dict(hit[0]), dict(hit[1]), dict(hit[2])
+
+
+def _compute_resources(
+    spec: Mapping[str, Any],
+    containers: list[Mapping[str, Any]],
+    inits: list[Mapping[str, Any]],
+    where: str,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    c_reqs = [_container_requests(c, f"{where}: spec.containers[{i}]") for i, c in enumerate(containers)]
+    i_reqs = [_container_requests(c, f"{where}: spec.initContainers[{i}]") for i, c in enumerate(inits)]
+    restartable = [c.get("restartPolicy") == "Always" for c in inits]
+    overhead = _quantities(spec.get("overhead"), f"{where}: spec.overhead")
+
+    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), overhead)
+    for res in _ALWAYS_REQUESTED:
+        effective.setdefault(res, Fraction(0))
+    non_zero = _effective(
+        [_non_zero(r) for r in c_reqs],
+        [(_non_zero(r), rs) for r, rs in zip(i_reqs, restartable, strict=True)],
+        {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS},
+    )
+    limits: dict[str, Fraction] = {}
+    for i, c in enumerate(containers):
+        resources = _mapping(c.get("resources"), f"{where}: spec.containers[{i}].resources")
+        _add(limits, _quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
+    return _to_ints(effective), _to_ints(non_zero), _to_ints(limits)
+
+
 def pod_view(obj: Mapping[str, Any]) -> PodView:
     """Convert a Kubernetes pod dict (API JSON shape) into a `PodView`; raises ClusterDataError."""
     meta = _mapping(obj.get("metadata"), "pod: metadata")
@@ -386,23 +451,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
 
     containers = _containers(spec, "containers", f"{where}: spec")
     inits = _containers(spec, "initContainers", f"{where}: spec")
-    c_reqs = [_container_requests(c, f"{where}: spec.containers[{i}]") for i, c in enumerate(containers)]
-    i_reqs = [_container_requests(c, f"{where}: spec.initContainers[{i}]") for i, c in enumerate(inits)]
-    restartable = [c.get("restartPolicy") == "Always" for c in inits]
-    overhead = _quantities(spec.get("overhead"), f"{where}: spec.overhead")
-
-    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), overhead)
-    for res in _ALWAYS_REQUESTED:
-        effective.setdefault(res, Fraction(0))
-    non_zero = _effective(
-        [_non_zero(r) for r in c_reqs],
-        [(_non_zero(r), rs) for r, rs in zip(i_reqs, restartable, strict=True)],
-        {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS},
-    )
-    limits: dict[str, Fraction] = {}
-    for i, c in enumerate(containers):
-        resources = _mapping(c.get("resources"), f"{where}: spec.containers[{i}].resources")
-        _add(limits, _quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
+    requests, non_zero, limits = _pod_resources(spec, containers, inits, where)
 
     sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
     host_ports = _host_ports([*containers, *sidecars], f"{where}: spec.containers")
@@ -419,7 +468,6 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
     created = _epoch(metadata.get("creationTimestamp"))
     started = _epoch(cel_status.get("startTime"))
     zero_ts = cel_timestamp(0)
-    requests = _to_ints(effective)
 
     cel: dict[str, Any] = {
         "name": name,
@@ -433,8 +481,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         "nodeName": node_name,
         "nominatedNodeName": nominated,
         "requests": requests,
-        "nonZeroRequests": _to_ints(non_zero),
-        "limits": _to_ints(limits),
+        "nonZeroRequests": non_zero,
+        "limits": limits,
         "hostPorts": host_ports,
         "images": images,
         "tolerations": cel_spec.get("tolerations", []),
@@ -531,7 +579,7 @@ def pod_view_update(prev: PodView, obj: Mapping[str, Any]) -> PodView:
     cel["metadata"] = metadata
     cel["spec"] = cel_spec
     cel["status"] = cel_status
-    return replace(
+    return _evolve(
         prev,
         node_name=node_name,
         nominated_node_name=nominated,
