@@ -102,149 +102,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[index]
 
 
-def vector_runner(rng: Any, percentage: int) -> Any:
-    """A prototype of the proposed framework hook: filters and scores through vectorised plans.
-
-    Not the runtime's code (framework.py is not ours): it subclasses `ProfileRunner`, keeps
-    `NodeColumns` in step with the snapshot (rows whose `.cel` object changed are rewritten), and
-    falls back to the per-node path for anything the plans do not cover (explanations, nominated
-    pods, several applying policies, `Unsupported`). Nodes a plan is unsure about, and failing nodes
-    (for their reasons), are evaluated per node, so placements and messages are unchanged.
-    """
-    import numpy as np
-
-    from policyd.compiler import vectorize as vz
-    from policyd.runtime.columns import NodeColumns
-    from policyd.runtime.framework import (
-        NodeScore,
-        ProfileRunner,
-        ScheduleResult,
-        normalize,
-        num_feasible_nodes_to_find,
-        select_host,
-    )
-
-    class VectorRunner(ProfileRunner):
-        def __init__(self) -> None:
-            super().__init__(rng, percentage)
-            self.columns: NodeColumns | None = None
-            self.cels: list[Any] = []
-            self.plans: dict[int, Any] = {}
-            self.vectorised = 0
-            self.fallbacks = 0
-
-        def _sync(self, nodes: Any) -> NodeColumns:
-            if self.columns is None or len(nodes) != len(self.cels):
-                self.cels = [n.cel for n in nodes]
-                self.columns = NodeColumns.from_nodes(self.cels)
-                return self.columns
-            cels = self.cels
-            for i, node in enumerate(nodes):
-                if node.cel is not cels[i]:
-                    cels[i] = node.cel
-                    self.columns.set_node(i, node.cel)
-            return self.columns
-
-        def schedule(
-            self,
-            profile: Any,
-            evaluator: Any,
-            pod: Any,
-            nodes: Any,
-            nominated: Any,
-            nominated_node: Any = None,
-            explain: bool = False,
-            cluster: Any = None,
-            snapshot: Any = None,
-            nominated_nodes: Any = None,
-        ) -> Any:
-            parts = getattr(evaluator, "parts", None)
-            if explain or nominated_node is not None or not parts or len(parts) != 1 or len(nodes) < 100:
-                self.fallbacks += 1
-                return super().schedule(
-                    profile, evaluator, pod, nodes, nominated, nominated_node, explain, cluster
-                )
-            try:
-                return self._vector(profile, evaluator, pod, nodes, nominated, cluster, parts[0][1])
-            except vz.Unsupported:
-                self.fallbacks += 1
-                return super().schedule(
-                    profile, evaluator, pod, nodes, nominated, nominated_node, explain, cluster
-                )
-
-        def _vector(
-            self, profile: Any, evaluator: Any, pod: Any, nodes: Any, nominated: Any, cluster: Any, code: Any
-        ) -> Any:
-            plan = self.plans.get(id(code))
-            if plan is None:
-                plan = self.plans[id(code)] = vz.lower_policy(code.policy)
-            if any(f is None for f in plan.filters) or any(s is None for s in plan.scores):
-                raise vz.Unsupported("per-node rule")
-            columns = self._sync(nodes)
-            n = len(nodes)
-            shared = plan.evaluation(columns, pod.cel, cluster)
-            ok = np.ones(n, dtype=bool)
-            unsure = np.zeros(n, dtype=bool)
-            for f in plan.filters:
-                if f is None:
-                    raise vz.Unsupported("per-node rule")
-                r = f.evaluate(pod.cel, columns, cluster, shared)
-                ok &= r.values
-                unsure |= r.unsure
-            limit = num_feasible_nodes_to_find(n, self._percentage)
-            start = self._next_start % n
-            order = np.roll(np.arange(n), -start)
-            feasible: list[Any] = []
-            failures: dict[str, Any] = {}
-            evaluated = 0
-            for i in order.tolist():
-                evaluated += 1
-                node = nodes[i]
-                others = nominated(node.name)
-                if ok[i] and not unsure[i] and not others:
-                    feasible.append(node)
-                else:
-                    failure = self._filter_one(evaluator, pod, node, nominated)
-                    if failure is None:
-                        feasible.append(node)
-                    else:
-                        failures[node.name] = failure
-                if len(feasible) >= limit:
-                    break
-            self._next_start = (start + evaluated) % n
-            self.vectorised += 1
-            if not feasible:
-                return ScheduleResult(None, 0, evaluated, failures, [], {})
-            if len(feasible) == 1:
-                return ScheduleResult(feasible[0].name, 1, evaluated, failures, [], {})
-            prescore = getattr(cluster, "prescore", None)
-            if callable(prescore):
-                prescore(pod.cel, [nd.cel for nd in feasible])
-            rows = np.array([columns.row_of[nd.name] for nd in feasible], dtype=np.intp)
-            scored = plan.evaluation(columns, pod.cel, cluster, rows=rows)
-            raw = [
-                s.evaluate(pod.cel, columns, cluster, scored, rows=rows).values.astype(np.int64).tolist()
-                for s in plan.scores
-                if s is not None
-            ]
-            rules = profile.scores
-            total = np.zeros(len(feasible), dtype=np.int64)
-            for j, rule in enumerate(rules):
-                total += np.asarray(normalize(raw[j], rule.normalize), dtype=np.int64) * rule.weight
-            # per-rule parts are left out (they cost more than the evaluation; explain falls back)
-            scores = [NodeScore(nd.name, t, ()) for nd, t in zip(feasible, total.tolist(), strict=True)]
-            best = select_host(scores, self._rng)
-            return ScheduleResult(best.node, len(feasible), evaluated, failures, scores, {})
-
-        @staticmethod
-        def _filter_one(evaluator: Any, pod: Any, node: Any, nominated: Any) -> Any:
-            from policyd.runtime.framework import filter_with_nominated
-
-            return filter_with_nominated(evaluator, pod, node, nominated)
-
-    return VectorRunner()
-
-
 def _drain(scheduler: Any, latencies: list[float] | None) -> None:
     """Schedule until the active queue is empty and every bind result is applied."""
     clock = time.perf_counter
@@ -268,7 +125,6 @@ def run_workload(
     policy_paths: Sequence[str] = (DEFAULT_POLICY,),
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-    vectorised: bool = False,
 ) -> Result:
     """Run `wl` (scaled) in-process and measure the measured ops."""
     from policyd.compiler.policy_compiler import compile_paths
@@ -286,10 +142,7 @@ def run_workload(
         clock=FakeClock(),
         options=SchedulerOptions(adopt_unknown_schedulers=True, seed=seed),
     )
-    runner = None
-    if vectorised:
-        runner = vector_runner(scheduler._rng, scheduler.options.percentage_of_nodes_to_score)
-        scheduler._runner = runner
+    runner = scheduler._runner
     cluster.start(scheduler)
     latencies: list[float] = []
     measured_seconds = 0.0
@@ -328,7 +181,7 @@ def run_workload(
     measured = wl.measured_pods
     return Result(
         workload=wl.name,
-        mode="inprocess-vectorised" if vectorised else "inprocess",
+        mode="inprocess",
         scale=scale,
         node_scale=node_scale,
         nodes=wl.nodes,
@@ -343,7 +196,11 @@ def run_workload(
         rss_mib=round(current_rss_mib(), 1),
         setup_seconds=round(total - measured_seconds, 3),
         machine=machine(),
-        extra={"vectorised_cycles": runner.vectorised, "fallback_cycles": runner.fallbacks} if runner else {},
+        extra={
+            "per_node_evaluations": runner.groups.evaluations if runner.groups else None,
+            "vectorised_rows": runner.bulk_rows,
+            "column_rows_rewritten": runner.columns.rewritten,
+        },
     )
 
 
@@ -382,7 +239,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--node-scale", type=float, default=1.0, help="multiply node counts")
     parser.add_argument("--policies", nargs="+", default=[DEFAULT_POLICY])
     parser.add_argument("--out", default=DEFAULT_OUT)
-    parser.add_argument("--vectorised", action="store_true", help="prototype vectorised framework hook")
     args = parser.parse_args(argv)
     results = []
     for name in args.workloads:
@@ -391,7 +247,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             scale=args.scale,
             node_scale=args.node_scale,
             policy_paths=args.policies,
-            vectorised=args.vectorised,
         )
         sys.stdout.write(MARKDOWN_HEADER + markdown_row(r))
         results.append(r)

@@ -20,7 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policyd.compiler import ir
+import numpy as np
+
+from policyd.compiler import ir, vectorize
 from policyd.compiler import plugins as pl
 from policyd.compiler.cel_checker import check
 from policyd.compiler.cel_codegen import expression_source, generate_function
@@ -196,6 +198,15 @@ class _PolicyCode:
     # top-level pod fields node-dependent code reads (rules and node-dependent lets); None: the whole
     # pod object is used other than as an argument of a `cluster` function
     node_pod_fields: frozenset[str] | None = None
+    # pod-only let name -> its slot in `P`
+    pod_let_slots: dict[str, int] = field(default_factory=dict)
+    _vector: Any = None
+
+    def vector_plan(self) -> vectorize.PolicyPlan:
+        """The policy's rules lowered to vectorised plans (`policyd.compiler.vectorize`), made once."""
+        if self._vector is None:
+            self._vector = vectorize.lower_policy(self.policy)
+        return self._vector  # type: ignore[no-any-return]
 
 
 class _PolicyGenerator:
@@ -554,6 +565,7 @@ class _PolicyGenerator:
             filter_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of(self.filter_exprs())),
             score_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr for r in p.scores])),
             node_pod_fields=self.node_pod_fields(),
+            pod_let_slots={name: i for name, (table, i) in self.slot.items() if table == "P"},
         )
 
 
@@ -689,6 +701,65 @@ class _Evaluator:
     def reset_cluster_called(self) -> None:
         """Start noting cluster view calls afresh."""
         self.calls.called = False
+
+    # -- many nodes at once (vectorised plans over node columns)
+
+    def _plans(self, kind: str) -> list[tuple[int, _PolicyCode, list[Any], Any]] | None:
+        out = []
+        for k, code, pod_slots in self.parts:
+            plan = code.vector_plan()
+            rules = plan.filters if kind == "filter" else plan.scores
+            if any(r is None for r in rules):
+                return None
+            out.append((k, code, pod_slots, plan))
+        return out
+
+    def _evaluation(self, code: _PolicyCode, pod_slots: list[Any], plan: Any, columns: Any, rows: Any) -> Any:
+        """A plan evaluation over `rows` that reuses the pod-only lets computed by `prepare`."""
+        memo = plan.evaluation(columns, self.pod, self.calls, rows=rows)
+        known = memo._ev.let_values
+        for name, slot in code.pod_let_slots.items():
+            value = pod_slots[slot]
+            if value is UNSET:
+                continue
+            known[name] = vectorize.EvalErr(value.message) if isinstance(value, LetError) else value
+        return memo
+
+    def bulk_filter(self, columns: Any, rows: Any) -> tuple[Any, bool] | None:
+        """Which of `rows` pass every filter, by the vectorised plans, and whether that verdict may be
+        reused for equivalent pods (no cluster view call depended on the node); None: some rule has no
+        plan or a plan cannot evaluate this pod exactly. Rows not passed may fail or be unsure."""
+        plans = self._plans("filter")
+        if plans is None:
+            return None
+        passed = np.ones(len(rows), dtype=bool)
+        self.calls.called = False
+        try:
+            for _, code, pod_slots, plan in plans:
+                memo = self._evaluation(code, pod_slots, plan, columns, rows)
+                for rule in plan.filters:
+                    passed &= rule.evaluate(self.pod, columns, self.calls, memo, rows=rows).values
+        except vectorize.Unsupported:
+            return None
+        return passed, not self.calls.called
+
+    def bulk_scores(self, columns: Any, rows: Any) -> tuple[Any, bool] | None:
+        """Raw scores of `rows` (one column per profile score rule, as `score`), by the vectorised plans,
+        and whether they may be reused; None when the plans cannot give them."""
+        plans = self._plans("score")
+        if plans is None:
+            return None
+        out = np.zeros((len(rows), self.n_scores), dtype=np.float64)
+        self.calls.called = False
+        try:
+            for k, code, pod_slots, plan in plans:
+                memo = self._evaluation(code, pod_slots, plan, columns, rows)
+                start = self.score_offsets[k]
+                for j, rule in enumerate(plan.scores):
+                    out[:, start + j] = rule.evaluate(self.pod, columns, self.calls, memo, rows=rows).values
+        except vectorize.Unsupported:
+            return None
+        return out, not self.calls.called
 
     # -- PodEvaluator
 

@@ -28,6 +28,7 @@ from policyd.compiler.plugins import (
     PodEvaluator,
     RuleRef,
 )
+from policyd.runtime.columns import NodeColumns
 from policyd.runtime.snapshot import NodeStateLike, PodViewLike, Snapshot
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -40,6 +41,8 @@ NominatedNodes = Callable[[], Iterable[str]]
 UNKNOWN = -2
 PASS = -1
 MAX_GROUPS = 64
+# from this many rows to evaluate, filters and scores go through the vectorised plans first
+BULK_MIN = 48
 # weighted, normalised totals must stay below this; larger raw scores take the exact path
 INT_SAFE = 2**62
 
@@ -306,6 +309,34 @@ class ScheduleResult:
     score_seconds: float = 0.0
 
 
+class ColumnSync:
+    """`NodeColumns` kept in step with the snapshot: rows whose cache generation moved are rewritten
+    (assumes, binds and informer events all move it), the whole table only when the layout changes.
+    Brought up to date only when a vectorised evaluation needs it."""
+
+    def __init__(self) -> None:
+        self.columns: NodeColumns | None = None
+        self._layout = -1
+        self._versions: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.rewritten = 0
+
+    def sync(self, snapshot: Snapshot) -> NodeColumns:
+        """The columns of `snapshot`'s rows."""
+        cels = snapshot.cels()
+        if self.columns is None or self._layout != snapshot.layout:
+            self.columns = NodeColumns.from_nodes(cels)
+            self._layout = snapshot.layout
+            self._versions = snapshot.versions.copy()
+            self.rewritten += len(cels)
+            return self.columns
+        changed = np.flatnonzero(self._versions != snapshot.versions)
+        for row in changed.tolist():
+            self.columns.set_node(row, cels[row])
+        self._versions[changed] = snapshot.versions[changed]
+        self.rewritten += len(changed)
+        return self.columns
+
+
 class ProfileRunner:
     """Runs profiles over snapshot nodes, remembering the round-robin start between cycles.
 
@@ -321,6 +352,8 @@ class ProfileRunner:
         self._percentage = percentage_of_nodes_to_score
         self._next_start = 0
         self.groups = groups
+        self.columns = ColumnSync()
+        self.bulk_rows = 0  # rows whose verdict or scores came from vectorised plans
 
     def schedule(
         self,
@@ -451,8 +484,16 @@ class ProfileRunner:
             unknown = np.flatnonzero(ordered[: end + 1] == UNKNOWN)
             if unknown.size == 0:
                 break
-            self.groups.evaluations += int(unknown.size)
             all_passed = True
+            if unknown.size >= BULK_MIN:
+                unknown, passed, cacheable = self._bulk_filter(evaluator, snapshot, unknown, start, special)
+                passed_rows = passed + start
+                passed_rows[passed_rows >= n] -= n
+                local[passed_rows] = PASS
+                ordered[passed] = PASS
+                if cacheable:
+                    status[passed_rows] = PASS
+            self.groups.evaluations += int(unknown.size)
             for pos in unknown.tolist():
                 row = pos + start - n if pos + start >= n else pos + start
                 if row in special:
@@ -506,7 +547,7 @@ class ProfileRunner:
         if not same_values(values, g.score_values, g.score_text):
             g.forget_scores()
             g.score_values, g.score_text = values, _text(values)
-        total = self._group_scores(profile, evaluator, g, rows, row_list, cels)
+        total = self._group_scores(profile, evaluator, g, rows, row_list, snapshot)
         if total is None:  # raw scores too large for int64 arithmetic: the exact path
             feasible = [nodes[r] for r in row_list]
             best = select_host(score_nodes(profile, evaluator, feasible), self._rng)
@@ -520,14 +561,37 @@ class ProfileRunner:
             chosen, len(row_list), evaluated, failures, [], {}, filter_seconds, score_seconds
         )
 
-    @staticmethod
+    def _bulk_filter(
+        self,
+        evaluator: Any,
+        snapshot: Snapshot,
+        unknown: npt.NDArray[np.intp],
+        start: int,
+        special: Mapping[int, Any],
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], bool]:
+        """Split window positions `unknown` by the vectorised plans into those still to evaluate per
+        node (failing or unsure: the exact failure comes from the per-node function) and those that
+        passed; and whether the passes may be reused for equivalent pods."""
+        n = len(snapshot)
+        rows = unknown + start
+        rows[rows >= n] -= n
+        result = evaluator.bulk_filter(self.columns.sync(snapshot), rows)
+        if result is None:
+            return unknown, unknown[:0], False
+        passed, cacheable = result
+        if special:
+            passed &= ~np.isin(rows, np.fromiter(special, dtype=np.intp))
+        self.bulk_rows += len(rows)
+        return unknown[~passed], unknown[passed], cacheable
+
     def _group_scores(
+        self,
         profile: CompiledProfile,
         evaluator: Any,
         g: _Group,
         rows: npt.NDArray[np.intp],
         row_list: list[int],
-        cels: Sequence[Mapping[str, Any]],
+        snapshot: Snapshot,
     ) -> npt.NDArray[np.int64] | None:
         """Weighted totals of the feasible `rows` (None: a raw score is beyond int64 arithmetic)."""
         rules = profile.scores
@@ -535,6 +599,18 @@ class ProfileRunner:
             return np.zeros(len(row_list), dtype=np.int64)
         bound = INT_SAFE // (100 * max(1, sum(abs(r.weight) for r in rules)))
         missing = rows[~g.raw_ok[rows]]
+        if missing.size >= BULK_MIN:
+            result = evaluator.bulk_scores(self.columns.sync(snapshot), missing)
+            if result is not None:
+                values, cacheable = result
+                if not np.isfinite(values).all() or (values.size and np.abs(values).max() > bound):
+                    return None
+                g.raw[missing] = np.trunc(values).astype(np.int64)  # int(float) as the per-node path
+                if cacheable:
+                    g.raw_ok[missing] = True
+                self.bulk_rows += len(missing)
+                missing = missing[:0]
+        cels = snapshot.cels()
         for row in missing.tolist():
             evaluator.reset_cluster_called()
             raw = [int(v) for v in evaluator.score(cels[row])]
