@@ -4,7 +4,9 @@ Modelled on kube-scheduler's schedule_one.go (findNodesThatFitPod, prioritizeNod
 filtering stops after `num_feasible_nodes_to_find` feasible nodes and the next search starts where
 the last one stopped; pods nominated to a node with priority >= the pod's are counted in a first
 filter pass; scores are normalised with integer arithmetic (docs/DESIGN.md "Normalisation"),
-weighted and summed; the best node is picked with reservoir sampling among equal scores.
+weighted and summed; the best node is drawn uniformly among equal scores (one draw; kube-scheduler
+samples a reservoir, which gives the same distribution). The group path (`GroupCache`, docs/DESIGN.md
+"Equivalent pods and vectorised evaluation") gives the same results with less work.
 """
 
 from __future__ import annotations
