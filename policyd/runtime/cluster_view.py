@@ -12,9 +12,12 @@ docs/DESIGN.md ("Cluster views") lists the approximations.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from policyd.runtime.cluster_index import ClusterIndex, IndexedCluster
 
 CelObject = Mapping[str, Any]
 
@@ -272,6 +275,8 @@ class SpreadConstraint:
     selector_empty: bool
     honor_node_affinity: bool = True
     honor_node_taints: bool = False
+    # what `matches` depends on (with the pod's namespace: which existing pods are counted)
+    selector_key: Hashable = None
 
 
 def _spread_constraints(pod: CelObject, when: str) -> tuple[list[SpreadConstraint], bool]:
@@ -297,6 +302,7 @@ def _spread_constraints(pod: CelObject, when: str) -> tuple[list[SpreadConstrain
                     selector_empty=selector.empty,
                     honor_node_affinity=(raw.get("nodeAffinityPolicy") or "Honor") == "Honor",
                     honor_node_taints=(raw.get("nodeTaintsPolicy") or "Ignore") == "Honor",
+                    selector_key=("selector", selector),
                 )
             )
         return out, False
@@ -312,6 +318,7 @@ def _spread_constraints(pod: CelObject, when: str) -> tuple[list[SpreadConstrain
             min_domains=1,
             matches=lambda p, o=owner: str(p.get("ownerKey") or "") == o,  # type: ignore[misc]
             selector_empty=False,
+            selector_key=("owner", owner),
         )
         for key, skew in SYSTEM_DEFAULT_CONSTRAINTS
     ], True
@@ -321,11 +328,14 @@ def _include_node(c: SpreadConstraint, pod: CelObject, node: CelObject) -> bool:
     """matchNodeInclusionPolicies."""
     if c.honor_node_affinity and not required_node_affinity_matches(pod, node):
         return False
-    if c.honor_node_taints:
-        tolerations = pod.get("tolerations") or ()
-        for taint in node.get("taints") or ():
-            if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates_taint(tolerations, taint):
-                return False
+    return not c.honor_node_taints or tolerates_node_taints(pod.get("tolerations") or (), node)
+
+
+def tolerates_node_taints(tolerations: Sequence[Mapping[str, Any]], node: CelObject) -> bool:
+    """True when every NoSchedule/NoExecute taint of the node is tolerated."""
+    for taint in node.get("taints") or ():
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not tolerates_taint(tolerations, taint):
+            return False
     return True
 
 
@@ -361,8 +371,13 @@ class ClusterView:
         self,
         nodes: Sequence[CelObject] | Any,
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        index: ClusterIndex | None = None,
     ) -> None:
-        """`nodes`: a runtime `Snapshot` (its `nodes()` states' `.cel`) or a sequence of node dicts."""
+        """`nodes`: a runtime `Snapshot` (its `nodes()` states' `.cel`) or a sequence of node dicts.
+
+        With an `index` (kept by the scheduler across cycles) and a snapshot, the per-pod states come
+        from the index's per-row tables; without, from walks over every node (the reference path).
+        """
         cels = getattr(nodes, "cels", None)
         node_states = getattr(nodes, "nodes", None)
         # a snapshot's index of the nodes that have pods with affinity terms (None: scan every pod)
@@ -378,6 +393,9 @@ class ClusterView:
         self._feasible: dict[tuple[str, str, str], list[CelObject]] = {}
         self._images: tuple[dict[str, int], dict[str, int]] | None = None
         self._pod_terms: list[tuple[CelObject, CelObject, PodTerms]] | None = None
+        self._indexed: IndexedCluster | None = None
+        if index is not None and callable(cels):
+            self._indexed = index.bind(nodes, self.namespace_labels, self._namespace_labels)
 
     @property
     def nodes(self) -> Sequence[CelObject]:
@@ -454,10 +472,14 @@ class ClusterView:
 
     def image_node_count(self, image: str) -> int:
         """Number of nodes that have `image` (ImageStateSummary.NumNodes)."""
+        if self._indexed is not None:
+            return self._indexed.image(image)[0]
         return self._image_index()[0].get(image, 0)
 
     def image_size(self, image: str) -> int:
         """Size in bytes kube-scheduler attributes to `image` (first node reporting it)."""
+        if self._indexed is not None:
+            return self._indexed.image(image)[1]
         return self._image_index()[1].get(image, 0)
 
     # -- PodTopologySpread: filter ------------------------------------------------------------
@@ -467,6 +489,11 @@ class ClusterView:
         return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))  # type: ignore[no-any-return]
 
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
+        if self._indexed is not None:
+            return self._indexed.spread_filter_state(pod, when)
+        return self._spread_filter_state_walk(pod, when)
+
+    def _spread_filter_state_walk(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
         constraints, _ = _spread_constraints(pod, when)
         if not constraints:
             return []
@@ -515,7 +542,20 @@ class ClusterView:
         state = self._memo(pod, ("spread-score",), lambda: self._spread_score_state(pod))
         return state["range"]  # type: ignore[no-any-return]
 
+    def _feasible_rows(self, pod: CelObject) -> Any:
+        """Snapshot rows of the pod's feasible nodes (numpy), or None when one is not a snapshot row."""
+        assert self._indexed is not None
+        feasible = self._feasible.get(_pod_key(pod))
+        return self._indexed.rows_of(feasible)
+
     def _spread_score_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._indexed is not None:
+            rows = self._feasible_rows(pod)
+            if rows is not None:
+                return self._indexed.spread_score_state(pod, rows)
+        return self._spread_score_state_walk(pod)
+
+    def _spread_score_state_walk(self, pod: CelObject) -> dict[str, Any]:
         inactive = {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
         feasible = self._feasible_nodes(pod)
         constraints, defaulted = _spread_constraints(pod, SCHEDULE_ANYWAY)
@@ -598,6 +638,11 @@ class ClusterView:
         return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))  # type: ignore[no-any-return]
 
     def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._indexed is not None:
+            return self._indexed.affinity_filter_state(pod)
+        return self._affinity_filter_state_walk(pod)
+
+    def _affinity_filter_state_walk(self, pod: CelObject) -> dict[str, Any]:
         terms = pod_terms(pod)
         ns_labels = self.namespace_labels(str(pod.get("namespace", "")))
         existing: dict[str, dict[str, int]] = {}
@@ -643,6 +688,13 @@ class ClusterView:
         return state["range"]  # type: ignore[no-any-return]
 
     def _affinity_score_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._indexed is not None:
+            rows = self._feasible_rows(pod)
+            if rows is not None:
+                return self._indexed.affinity_score_state(pod, rows)
+        return self._affinity_score_state_walk(pod)
+
+    def _affinity_score_state_walk(self, pod: CelObject) -> dict[str, Any]:
         terms = pod_terms(pod)
         ns_labels = self.namespace_labels(str(pod.get("namespace", "")))
         topology: dict[str, dict[str, int]] = {}

@@ -115,10 +115,10 @@ def _default_node_state() -> NodeFactory:
 
 def _default_cluster_view() -> ClusterViewFactory:
     try:
-        from policyd.runtime.cluster_view import ClusterView
+        from policyd.runtime.cluster_index import cluster_view_factory
     except ImportError:  # the semantics module is not there yet: rules see the snapshot itself
         return lambda snapshot: snapshot
-    return ClusterView
+    return cluster_view_factory()  # one ClusterIndex per scheduler, kept across cycles
 
 
 def _node_change_events(old: KubeObject, new: KubeObject) -> list[str]:
