@@ -142,6 +142,29 @@ class _Domains(_Table):
         self.codes = _take(self.codes, perm, -1)
 
 
+class _RowIds(_Table):
+    """The row of every snapshot node dict, by identity (the dicts are held, so ids stay unique)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self._held: list[CelObject | None] = [None] * n
+        self.rows: dict[int, int] = {}
+
+    def update(self, rows: list[int], cels: Sequence[CelObject]) -> None:
+        held, ids = self._held, self.rows
+        for r in rows:
+            old = held[r]
+            if old is not None and ids.get(id(old)) == r:
+                del ids[id(old)]
+            held[r] = cels[r]
+            ids[id(cels[r])] = r
+
+    def remap(self, perm: IntpArray) -> None:
+        super().remap(perm)
+        self._held = [self._held[r] if r >= 0 else None for r in perm.tolist()]
+        self.rows = {id(c): r for r, c in enumerate(self._held) if c is not None}
+
+
 class _ExistingTerms(_Table):
     """The inter-pod affinity terms of existing pods: per (kind, term), the rows carrying it."""
 
@@ -261,6 +284,7 @@ class ClusterIndex:
         self._tables: OrderedDict[Hashable, _Table] = OrderedDict()
         self._terms: _ExistingTerms | None = None
         self._images: _Images | None = None
+        self._row_ids: _RowIds | None = None
         self._namespace_labels: dict[str, Mapping[str, str]] = {}
         self._pod_terms: dict[int, tuple[CelObject, PodTerms]] = {}
         self.rows_updated = 0  # rows recomputed, over every table (tests and profiling)
@@ -294,7 +318,7 @@ class ClusterIndex:
 
     def _all_tables(self) -> list[_Table]:
         out = list(self._tables.values())
-        out += [t for t in (self._terms, self._images) if t is not None]
+        out += [t for t in (self._terms, self._images, self._row_ids) if t is not None]
         return out
 
     def table(self, key: Hashable, make: Callable[[int], _Table]) -> _Table:
@@ -313,6 +337,12 @@ class ClusterIndex:
         if self._terms is None:
             self._terms = _ExistingTerms(len(self._names), self.pod_terms)
         return self._terms
+
+    def row_ids(self) -> _RowIds:
+        """The table of rows by node dict identity."""
+        if self._row_ids is None:
+            self._row_ids = _RowIds(len(self._names))
+        return self._row_ids
 
     def images(self) -> _Images:
         """The image table."""
@@ -414,7 +444,6 @@ class IndexedCluster:
         self._stored = np.where(self._versions < 0, _NEVER, self._versions)
         self._n = len(self._cels)
         self._namespace_labels = namespace_labels
-        self._row_of_id: dict[int, int] | None = None
         self._image_memo: dict[str, tuple[int, int]] = {}
 
     # -- tables ---------------------------------------------------------------------------------
@@ -446,9 +475,7 @@ class IndexedCluster:
         """Rows of node dicts of this snapshot (None: every row); None if one is not a snapshot row."""
         if nodes is None or nodes is self._cels:
             return np.arange(self._n, dtype=np.intp)
-        if self._row_of_id is None:
-            self._row_of_id = {id(c): i for i, c in enumerate(self._cels)}
-        row_of = self._row_of_id
+        row_of = self._sync(self._index.row_ids()).rows  # type: ignore[attr-defined]
         rows = [row_of.get(id(c), -1) for c in nodes]
         if -1 in rows:
             return None
@@ -534,12 +561,18 @@ class IndexedCluster:
             )
         return out
 
-    def spread_score_state(self, pod: CelObject, feasible: IntpArray) -> dict[str, Any]:
-        """`ClusterView` PodTopologySpread PreScore state over the feasible rows."""
+    def spread_score_state(
+        self, pod: CelObject, feasible_nodes: Sequence[CelObject] | None
+    ) -> dict[str, Any] | None:
+        """`ClusterView` PodTopologySpread PreScore state over the feasible nodes (None: every node);
+        None when a feasible node is not a row of the snapshot."""
         inactive = {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
         constraints, defaulted = _spread_constraints(pod, SCHEDULE_ANYWAY)
-        if not constraints or not feasible.size or not self._n:
+        if not constraints or (feasible_nodes is not None and not feasible_nodes) or not self._n:
             return inactive
+        feasible = self.rows_of(feasible_nodes)
+        if feasible is None:
+            return None
         require_all = not defaulted
         ns = str(pod.get("namespace", ""))
         domains = {c.topology_key: self.domains(c.topology_key) for c in constraints}
@@ -663,8 +696,11 @@ class IndexedCluster:
             "existingAnti": existing.dicts(),
         }
 
-    def affinity_score_state(self, pod: CelObject, feasible: IntpArray) -> dict[str, Any]:
-        """`ClusterView` InterPodAffinity PreScore state over the feasible rows."""
+    def affinity_score_state(
+        self, pod: CelObject, feasible_nodes: Sequence[CelObject] | None
+    ) -> dict[str, Any] | None:
+        """`ClusterView` InterPodAffinity PreScore state over the feasible nodes (None: every node);
+        None when a feasible node is not a row of the snapshot."""
         terms = self._index.pod_terms(pod)
         sums = _DomainSums(self._n)
         for own, sign in ((terms.preferred_affinity, 1), (terms.preferred_anti, -1)):
@@ -687,7 +723,10 @@ class IndexedCluster:
             "topology": topology,
             "range": {"active": bool(topology), "min": 0, "max": 0},
         }
-        if topology and feasible.size:
+        if topology and (feasible_nodes is None or feasible_nodes):
+            feasible = self.rows_of(feasible_nodes)
+            if feasible is None:
+                return None
             raw = np.zeros(len(feasible), dtype=np.int64)
             for key in topology:
                 raw += sums.row_sums(key, feasible)

@@ -542,17 +542,11 @@ class ClusterView:
         state = self._memo(pod, ("spread-score",), lambda: self._spread_score_state(pod))
         return state["range"]  # type: ignore[no-any-return]
 
-    def _feasible_rows(self, pod: CelObject) -> Any:
-        """Snapshot rows of the pod's feasible nodes (numpy), or None when one is not a snapshot row."""
-        assert self._indexed is not None
-        feasible = self._feasible.get(_pod_key(pod))
-        return self._indexed.rows_of(feasible)
-
     def _spread_score_state(self, pod: CelObject) -> dict[str, Any]:
         if self._indexed is not None:
-            rows = self._feasible_rows(pod)
-            if rows is not None:
-                return self._indexed.spread_score_state(pod, rows)
+            state = self._indexed.spread_score_state(pod, self._feasible.get(_pod_key(pod)))
+            if state is not None:
+                return state
         return self._spread_score_state_walk(pod)
 
     def _spread_score_state_walk(self, pod: CelObject) -> dict[str, Any]:
@@ -689,9 +683,9 @@ class ClusterView:
 
     def _affinity_score_state(self, pod: CelObject) -> dict[str, Any]:
         if self._indexed is not None:
-            rows = self._feasible_rows(pod)
-            if rows is not None:
-                return self._indexed.affinity_score_state(pod, rows)
+            state = self._indexed.affinity_score_state(pod, self._feasible.get(_pod_key(pod)))
+            if state is not None:
+                return state
         return self._affinity_score_state_walk(pod)
 
     def _affinity_score_state_walk(self, pod: CelObject) -> dict[str, Any]:
