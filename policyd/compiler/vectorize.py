@@ -338,7 +338,11 @@ def _combine(cats: list[Cat]) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...
     """Joint codes of several categoricals and, per joint code, the tuple of member codes."""
     first = cats[0]
     if all(c.codes is first.codes for c in cats):
-        return first.codes, [(i,) * len(cats) for i in range(len(first.values))]
+        if len(first.values) <= len(first.codes) + 64:
+            return first.codes, [(i,) * len(cats) for i in range(len(first.values))]
+        # a vocabulary larger than the rows (hostnames over a window): only the codes present
+        uniq, inverse = np.unique(first.codes, return_inverse=True)
+        return inverse.astype(np.intp), [(i,) * len(cats) for i in uniq.tolist()]
     joint = np.zeros(len(first.codes), dtype=np.int64)
     total = 1
     for c in cats:
