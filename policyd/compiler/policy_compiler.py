@@ -257,7 +257,7 @@ class _PolicyGenerator:
             for d in deps:
                 reads |= self.let_reads[d]
             self.let_reads[name] = frozenset(reads)
-            own = {r.split(".")[0] for r in result.reads}
+            own = {r.split(".")[0] for r in result.reads} - set(self.let_index)
             self.pod_only[name] = own <= POD_VARIABLES and all(self.pod_only[d] for d in deps)
             if self.pod_only[name]:
                 self.slot[name] = ("P", pod_slots)

@@ -282,3 +282,29 @@ def test_unresolvable_must_be_bool() -> None:
     checker.run()
     assert [(d.span.line, d.severity) for d in checker.diagnostics] == [(4, "error")]
     assert "must be bool" in checker.diagnostics[0].message
+
+
+def test_let_built_on_a_pod_only_let_is_pod_only() -> None:
+    """A let reading `pod`, `cluster` and earlier pod-only lets is computed once per pod, not per node."""
+    cps = compile_text(
+        """
+        policy p {
+          let app = pod.labels["app"]
+          let busy = cluster.nodeCount() + size(app)
+          filter A { expr = node.name != app || busy > 0 }
+        }
+        """
+    )
+    calls = {"n": 0}
+
+    class Cluster:
+        def node_count(self) -> int:
+            calls["n"] += 1
+            return 3
+
+    ev = cps.profiles["policyd"].evaluator(pod(labels={"app": "web"}), Cluster())
+    for name in ("n1", "n2", "n3"):
+        assert ev.filter(node(name)) is None
+    assert calls["n"] == 1
+    code = cps.profiles["policyd"].codes[0]  # type: ignore[attr-defined]
+    assert code.filter_pod_slots == (0, 1)  # both lets are prepared before any node
