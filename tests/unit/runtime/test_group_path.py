@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
+from policyd.runtime import framework
 from tests.builders import make_node, make_pod
 from tests.unit.runtime.group_path_cases import (
     EXTRA_POLICY,
@@ -53,6 +54,29 @@ def test_small_clusters_place_pods_alike(case: Case) -> None:
 @given(large_cases())
 def test_round_robin_window_smaller_than_the_cluster(case: Case) -> None:
     both(case)
+
+
+@settings(PROPERTY, max_examples=25)
+@given(cases())
+def test_vectorised_plans_for_every_window_place_pods_alike(case: Case) -> None:
+    """With the bulk threshold at one row, every window goes through the vectorised plans first."""
+    saved = framework.BULK_MIN
+    framework.BULK_MIN = 1
+    try:
+        both(case)
+    finally:
+        framework.BULK_MIN = saved
+
+
+def test_vectorised_plans_serve_the_default_policy() -> None:
+    """Windows of many unknown rows go through the plans (default.policy lowers every rule)."""
+    nodes = [make_node(f"n{i}", cpu=str(2 + i % 3), memory=f"{4 + i % 4 * 4}Gi") for i in range(120)]
+    pods = [make_pod(f"api-{i}", cpu="500m", memory="1Gi", labels={"role": "api"}) for i in range(60)]
+    grouped, _ = both(Case(nodes=nodes, pending=pods, extra=()))
+    runner = grouped.scheduler._runner
+    assert all(grouped.placements.values())
+    assert runner.bulk_rows >= 100  # at least the first window's rows
+    assert runner.columns.columns is not None and len(runner.columns.columns) == 120
 
 
 def test_identical_pods_reuse_node_results() -> None:
