@@ -57,6 +57,8 @@ class Cache:
         self._dirty: set[str] = set()
         self._tracked: Snapshot | None = None
         self._layout_dirty = False  # a node was removed since (its name may come back elsewhere)
+        # assumed pods whose bind returned: the only ones `cleanup_expired` has to look at
+        self._expiring: dict[str, None] = {}
 
     # --- nodes ---
 
@@ -166,6 +168,7 @@ class Cache:
             if entry is not None and entry.assumed:
                 entry.binding_finished = True
                 entry.deadline = self._clock.now() + self._ttl
+                self._expiring[key] = None
 
     def forget(self, key: str) -> None:
         """Undo an assume (bind failure, permit rejection)."""
@@ -187,13 +190,17 @@ class Cache:
         now = self._clock.now()
         expired: list[str] = []
         with self._lock:
-            for key, entry in list(self._pods.items()):
-                if entry.assumed and entry.binding_finished and entry.deadline is not None:
-                    if now >= entry.deadline:
-                        log.warning("assumed pod expired pod=%s node=%s", key, entry.node)
-                        del self._pods[key]
-                        self._remove_from_node(entry.pod, entry.node)
-                        expired.append(key)
+            for key in list(self._expiring):
+                entry = self._pods.get(key)
+                if entry is None or not entry.assumed or not entry.binding_finished:
+                    del self._expiring[key]  # confirmed, forgotten or removed since
+                    continue
+                if entry.deadline is not None and now >= entry.deadline:
+                    log.warning("assumed pod expired pod=%s node=%s", key, entry.node)
+                    del self._pods[key]
+                    del self._expiring[key]
+                    self._remove_from_node(entry.pod, entry.node)
+                    expired.append(key)
         return expired
 
     # --- snapshot ---

@@ -267,9 +267,8 @@ class SchedulingQueue:
             self._last_unschedulable_flush = now
             due = [
                 qp
-                for key, where in self._where.items()
-                if where == "unschedulable"
-                and now - (qp := self._pods[key]).unschedulable_since >= self._config.unschedulable_max_stay
+                for key in self._where.parked
+                if now - (qp := self._pods[key]).unschedulable_since >= self._config.unschedulable_max_stay
             ]
             for qp in due:
                 self._move_locked(qp)
