@@ -36,6 +36,7 @@ from policyd.runtime.cluster_view import (
     _spread_constraints,
     pod_terms,
     required_node_affinity_matches,
+    spread_constraint_state,
     tolerates_node_taints,
 )
 
@@ -542,24 +543,7 @@ class IndexedCluster:
                     included |= inc
             rows = np.flatnonzero(included)
             sums.add(d, rows, count[rows])
-        out = []
-        for c in constraints:
-            domain_counts = sums.counts(c.topology_key)
-            min_match = min(domain_counts.values()) if domain_counts else 0
-            if len(domain_counts) < c.min_domains:
-                min_match = 0
-            out.append(
-                {
-                    "topologyKey": c.topology_key,
-                    "maxSkew": c.max_skew,
-                    "minDomains": c.min_domains,
-                    "domains": len(domain_counts),
-                    "minMatch": min_match,
-                    "selfMatch": 1 if c.matches(pod) else 0,
-                    "counts": domain_counts,
-                }
-            )
-        return out
+        return [spread_constraint_state(c, pod, sums.counts(c.topology_key)) for c in constraints]
 
     def spread_score_state(
         self, pod: CelObject, feasible_nodes: Sequence[CelObject] | None

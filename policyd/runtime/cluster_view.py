@@ -348,6 +348,24 @@ def _count_matching(c: SpreadConstraint, node: CelObject, namespace: str) -> int
     )
 
 
+def spread_constraint_state(
+    c: SpreadConstraint, pod: CelObject, domain_counts: dict[Any, int]
+) -> dict[str, Any]:
+    """The CEL value of one DoNotSchedule constraint's PreFilter state (`cluster.topologySpread`)."""
+    min_match = min(domain_counts.values()) if domain_counts else 0
+    if len(domain_counts) < c.min_domains:
+        min_match = 0
+    return {
+        "topologyKey": c.topology_key,
+        "maxSkew": c.max_skew,
+        "minDomains": c.min_domains,
+        "domains": len(domain_counts),
+        "minMatch": min_match,
+        "selfMatch": 1 if c.matches(pod) else 0,
+        "counts": domain_counts,
+    }
+
+
 def _has_all_keys(node: CelObject, constraints: Sequence[SpreadConstraint]) -> bool:
     labels = _labels(node)
     return all(c.topology_key in labels for c in constraints)
@@ -511,24 +529,7 @@ class ClusterView:
             for key, n in node_counts.items():
                 value = labels[key]
                 counts[key][value] = counts[key].get(value, 0) + n
-        out = []
-        for c in constraints:
-            domain_counts = counts[c.topology_key]
-            min_match = min(domain_counts.values()) if domain_counts else 0
-            if len(domain_counts) < c.min_domains:
-                min_match = 0
-            out.append(
-                {
-                    "topologyKey": c.topology_key,
-                    "maxSkew": c.max_skew,
-                    "minDomains": c.min_domains,
-                    "domains": len(domain_counts),
-                    "minMatch": min_match,
-                    "selfMatch": 1 if c.matches(pod) else 0,
-                    "counts": dict(domain_counts),
-                }
-            )
-        return out
+        return [spread_constraint_state(c, pod, dict(counts[c.topology_key])) for c in constraints]
 
     # -- PodTopologySpread: score -------------------------------------------------------------
 
