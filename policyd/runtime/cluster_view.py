@@ -411,9 +411,28 @@ class ClusterView:
         self._feasible: dict[tuple[str, str, str], list[CelObject]] = {}
         self._images: tuple[dict[str, int], dict[str, int]] | None = None
         self._pod_terms: list[tuple[CelObject, CelObject, PodTerms]] | None = None
-        self._indexed: IndexedCluster | None = None
-        if index is not None and callable(cels):
-            self._indexed = index.bind(nodes, self.namespace_labels, self._namespace_labels)
+        # the index's tables for this snapshot, brought up to date on first use (`_indexed`)
+        self._index = index if callable(cels) else None
+        self._snapshot = nodes
+        self._bound: IndexedCluster | None = None
+        has_affinity = getattr(nodes, "has_pods_with_affinity", None)
+        # False only when the snapshot says no pod on any node has inter-pod (anti-)affinity terms
+        self._any_affinity = bool(has_affinity()) if callable(has_affinity) else True
+
+    @property
+    def _indexed(self) -> IndexedCluster | None:
+        if self._index is not None and self._bound is None:
+            self._bound = self._index.bind(self._snapshot, self.namespace_labels, self._namespace_labels)
+            if self._bound is None:
+                self._index = None
+        return self._bound
+
+    def _no_affinity_anywhere(self, pod: CelObject) -> bool:
+        """Neither the pod nor any pod in the snapshot has inter-pod (anti-)affinity terms."""
+        if self._any_affinity:
+            return False
+        affinity = pod.get("affinity") or {}
+        return not (affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
 
     @property
     def nodes(self) -> Sequence[CelObject]:
@@ -633,6 +652,8 @@ class ClusterView:
         return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))  # type: ignore[no-any-return]
 
     def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._no_affinity_anywhere(pod):
+            return {"required": [], "anyMatch": False, "selfMatch": False, "anti": [], "existingAnti": {}}
         if self._indexed is not None:
             return self._indexed.affinity_filter_state(pod)
         return self._affinity_filter_state_walk(pod)
@@ -683,6 +704,8 @@ class ClusterView:
         return state["range"]  # type: ignore[no-any-return]
 
     def _affinity_score_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._no_affinity_anywhere(pod):
+            return {"topology": {}, "range": {"active": False, "min": 0, "max": 0}}
         if self._indexed is not None:
             state = self._indexed.affinity_score_state(pod, self._feasible.get(_pod_key(pod)))
             if state is not None:

@@ -159,6 +159,10 @@ class Snapshot:
         """(node dict, pods with pod affinity or anti-affinity) of every node that has such pods."""
         return [(self._nodes[name].cel, pods) for name, pods in self._affinity.items()]
 
+    def has_pods_with_affinity(self) -> bool:
+        """True when some pod on some node has inter-pod (anti-)affinity terms."""
+        return bool(self._affinity)
+
     def _index_affinity(self, state: NodeStateLike) -> None:
         pods = [p for p in state.cel.get("pods", ()) if _has_pod_affinity(p)]
         if pods:
