@@ -25,6 +25,14 @@ Handler = Callable[[JSON], None]
 UpdateHandler = Callable[[JSON, JSON], None]
 
 
+def _strip(obj: JSON) -> None:
+    """Drop metadata.managedFields (server-side apply bookkeeping, often the largest part of an
+    object, never read by a scheduler), as kube-scheduler's informers do, before storing `obj`."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+
+
 @dataclass(frozen=True)
 class Resource:
     """Which collection to list and watch: API group version, plural name, kind and optional selectors."""
@@ -240,6 +248,7 @@ class Informer:
             for obj in page.get("items") or []:
                 obj.setdefault("kind", kind)
                 obj.setdefault("apiVersion", api_version)
+                _strip(obj)
                 items.append(obj)
             meta = page.get("metadata") or {}
             cont = meta.get("continue")
@@ -289,6 +298,7 @@ class Informer:
             return
         obj.setdefault("kind", self.resource.kind)
         obj.setdefault("apiVersion", self.resource.api_version)
+        _strip(obj)
         key = object_key(obj)
         with self._store_lock:
             prev = self._store.get(key)
