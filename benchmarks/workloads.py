@@ -261,6 +261,15 @@ WORKLOADS: dict[str, Workload] = {
             ),
             "200 pods asking 9 cpu never fit; pod-default pods are measured",
         ),
+        Workload(
+            "Memory/5000Nodes",
+            (
+                CreateNodes(5000),
+                CreatePods(20000, collect_metrics=True),
+                Barrier(),
+            ),
+            "5000 nodes and 20000 pod-default pods scheduled and held (peak RSS is the figure)",
+        ),
     )
 }
 
