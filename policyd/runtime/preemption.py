@@ -10,6 +10,7 @@ highest-priority victims, first found.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +25,10 @@ from policyd.runtime.attempts import (
 from policyd.runtime.framework import NominatedLookup, filter_with_nominated
 from policyd.runtime.pdb import DisruptionBudget, split_by_violation
 from policyd.runtime.snapshot import NodeStateLike, PodViewLike, Snapshot
+
+# DefaultPreemption's arguments: the dry run stops after max(10 % of the nodes, 100) candidates
+MIN_CANDIDATE_NODES_PERCENTAGE = 10
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 MAX_INT32 = 2**31 - 1
 
@@ -149,6 +154,13 @@ def pick_candidate(candidates: Sequence[Candidate]) -> Candidate:
     return best
 
 
+def num_candidates(potential: int) -> int:
+    """How many candidate nodes the dry run looks for (DefaultPreemption's minCandidateNodesPercentage
+    10 and minCandidateNodesAbsolute 100)."""
+    wanted = potential * MIN_CANDIDATE_NODES_PERCENTAGE // 100
+    return min(potential, max(wanted, MIN_CANDIDATE_NODES_ABSOLUTE))
+
+
 def find_preemption(
     profile: CompiledProfile,
     pod: PodViewLike,
@@ -158,18 +170,28 @@ def find_preemption(
     nominated: NominatedLookup,
     budgets: Sequence[DisruptionBudget],
     all_pods: Sequence[PodViewLike],
+    rng: random.Random | None = None,
 ) -> PreemptionOutcome:
-    """Run the dry-run preemption over every node and pick the best candidate."""
+    """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
+    them up to 100 nodes), and pick the best candidate."""
     not_eligible = eligible_to_preempt(profile, pod, snapshot)
     if not_eligible is not None:
         return PreemptionOutcome(None, "preemption: " + not_eligible if not_eligible else "")
     statuses: dict[str, tuple[str, ...]] = {}
     candidates: list[Candidate] = []
+    potential = []
     for node in snapshot.nodes():
         failure = failures.get(node.name)
         if failure is not None and failure.unresolvable:
             statuses[node.name] = (NOT_HELPFUL,)
-            continue
+        else:
+            potential.append(node)
+    wanted = num_candidates(len(potential))
+    # kube-scheduler starts the dry run at a random node and stops once it has enough candidates;
+    # when every node is examined anyway the order is the snapshot's (reproducible candidate ties)
+    offset = rng.randrange(len(potential)) if rng is not None and wanted < len(potential) else 0
+    for i in range(len(potential)):
+        node = potential[(offset + i) % len(potential)]
         candidate, reasons = select_victims_on_node(
             profile, pod, node, snapshot, evaluator_for, nominated, budgets, all_pods
         )
@@ -177,6 +199,8 @@ def find_preemption(
             statuses[node.name] = reasons
         else:
             candidates.append(candidate)
+            if len(candidates) >= wanted:
+                break
     if not candidates:
         return PreemptionOutcome(None, preemption_message(len(snapshot), statuses), statuses)
     return PreemptionOutcome(pick_candidate(candidates), "", statuses, candidates)

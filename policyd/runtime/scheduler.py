@@ -537,6 +537,7 @@ class Scheduler:
                 self.queue.nominated_pods,
                 self.budgets.all(),
                 self.cache.all_pods(),
+                rng=self._rng,
             )
             if self.metrics is not None:
                 if outcome.candidate is not None:

@@ -176,21 +176,34 @@ class Snapshot:
             yield from n.cel.get("pods", ())
 
     def replace(self, node: NodeStateLike) -> Snapshot:
-        """A derived snapshot with `node` substituted (preemption what-ifs); fresh generation."""
-        derived = Snapshot()
-        derived._nodes = dict(self._nodes)
-        derived._nodes[node.name] = node
-        derived._node_generation = dict(self._node_generation)
-        derived._list = [node if n.name == node.name else n for n in self._list]
-        derived._cels = [n.cel for n in derived._list]
-        derived._row = dict(self._row)
-        derived._names = self._names
-        derived._affinity = dict(self._affinity)
-        derived._index_affinity(node)
-        derived.versions = self.versions.copy()
-        row = derived._row.get(node.name)
-        if row is not None:
+        """A derived snapshot with `node` substituted (preemption what-ifs); fresh generation.
+
+        Everything but the substituted row is shared with this snapshot (row order, names, versions of
+        the other rows), so a what-if costs two list copies, not a copy of every lookup table.
+        """
+        row = self._row.get(node.name)
+        derived = Snapshot.__new__(Snapshot)
+        derived.__dict__.update(self.__dict__)
+        derived.generation = next_generation()
+        if row is None:  # not a node of this snapshot: appended
+            derived.layout = next_generation()
+            derived._nodes = {**self._nodes, node.name: node}
+            derived._list = [*self._list, node]
+            derived._cels = [*self._cels, node.cel]
+            derived._row = {**self._row, node.name: len(self._list)}
+            derived._names = None
+            derived.versions = np.append(self.versions, -1)
+        else:
+            derived._nodes = _Overlay(self._nodes, node.name, node)
+            derived._list = list(self._list)
+            derived._list[row] = node
+            derived._cels = list(self._cels)
+            derived._cels[row] = node.cel
+            derived.versions = self.versions.copy()
             derived.versions[row] = -1  # a what-if state no cache generation describes
+        if self._affinity or _has_any_pod_affinity(node):
+            derived._affinity = dict(self._affinity)
+            derived._index_affinity(node)
         return derived
 
     # --- write API (cache only) ---
@@ -242,3 +255,41 @@ def _has_pod_affinity(pod: Mapping[str, Any]) -> bool:
     """True when the pod has inter-pod affinity or anti-affinity terms."""
     affinity = pod.get("affinity") or {}
     return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+
+
+def _has_any_pod_affinity(state: NodeStateLike) -> bool:
+    return any(_has_pod_affinity(p) for p in state.cel.get("pods", ()))
+
+
+class _Overlay(dict[str, Any]):
+    """A name -> node mapping that is `base` with one entry replaced, without copying `base`."""
+
+    def __init__(self, base: Mapping[str, Any], name: str, node: Any) -> None:
+        super().__init__()
+        self._base = base
+        self._name = name
+        self._node = node
+
+    def __getitem__(self, key: str) -> Any:
+        return self._node if key == self._name else self._base[key]
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self._node if key == self._name else self._base.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key == self._name or key in self._base
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def items(self) -> Any:  # type: ignore[override]
+        return ((k, self[k]) for k in self._base)
+
+    def values(self) -> Any:  # type: ignore[override]
+        return (self[k] for k in self._base)
+
+    def keys(self) -> Any:  # type: ignore[override]
+        return self._base.keys()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from policyd.compiler.plugins import FilterFailure
 from policyd.runtime.attempts import NO_VICTIMS
 from policyd.runtime.pdb import budget_from_object, split_by_violation
-from policyd.runtime.preemption import Candidate, find_preemption, pick_candidate
+from policyd.runtime.preemption import Candidate, find_preemption, num_candidates, pick_candidate
 from policyd.runtime.snapshot import Snapshot
 from tests.unit.runtime.fakes import FIT, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
 
@@ -128,3 +129,35 @@ def test_preemption_policy_never_is_not_eligible() -> None:
     outcome = preempt(FakePod("p", cpu=800, priority=10, preemption_policy="Never"), snap)
     assert outcome.candidate is None
     assert outcome.message == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+def test_number_of_candidates_follows_default_preemption_arguments() -> None:
+    assert num_candidates(0) == 0
+    assert num_candidates(40) == 40  # small clusters: every node
+    assert num_candidates(100) == 100
+    assert num_candidates(999) == 100  # max(10 %, 100)
+    assert num_candidates(5000) == 500
+
+
+def test_dry_run_stops_once_enough_candidates_are_found() -> None:
+    nodes = {f"n{i:03d}": (1000, [FakePod(f"v{i}", cpu=900, priority=1)]) for i in range(250)}
+    snap = snapshot_of(nodes)
+    pod = FakePod("p", cpu=500, priority=10)
+    failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
+    all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
+    outcome = find_preemption(
+        PROFILE,
+        pod,
+        snap,
+        failures,
+        lambda s: FakeEvaluator(PROFILE, pod.cel),
+        lambda n: [],
+        [],
+        all_pods,
+        rng=random.Random(3),
+    )
+    assert len(outcome.candidates) == 100  # of 250 nodes where preemption would help
+    names = [c.node for c in outcome.candidates]
+    start = int(names[0][1:])
+    assert names == [f"n{(start + i) % 250:03d}" for i in range(100)]  # consecutive from a random offset
+    assert outcome.candidate is not None and outcome.candidate.node == names[0]  # equal ranks: first found
