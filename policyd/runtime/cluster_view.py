@@ -526,6 +526,8 @@ class ClusterView:
         return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))  # type: ignore[no-any-return]
 
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
+        if not _spread_constraints(pod, when)[0]:
+            return []  # nothing to count (and no index tables to bring up to date)
         if self._indexed is not None:
             return self._indexed.spread_filter_state(pod, when)
         return self._spread_filter_state_walk(pod, when)
@@ -563,6 +565,8 @@ class ClusterView:
         return state["range"]  # type: ignore[no-any-return]
 
     def _spread_score_state(self, pod: CelObject) -> dict[str, Any]:
+        if not _spread_constraints(pod, SCHEDULE_ANYWAY)[0]:
+            return {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
         if self._indexed is not None:
             state = self._indexed.spread_score_state(pod, self._feasible.get(_pod_key(pod)))
             if state is not None:
