@@ -195,10 +195,8 @@ class Snapshot:
             derived.versions = np.append(self.versions, -1)
         else:
             derived._nodes = _Overlay(self._nodes, node.name, node)
-            derived._list = list(self._list)
-            derived._list[row] = node
-            derived._cels = list(self._cels)
-            derived._cels[row] = node.cel
+            derived._list = _RowOverlay(self._list, row, node)  # type: ignore[assignment]
+            derived._cels = _RowOverlay(self._cels, row, node.cel)  # type: ignore[assignment]
             derived.versions = self.versions.copy()
             derived.versions[row] = -1  # a what-if state no cache generation describes
         if self._affinity or _has_any_pod_affinity(node):
@@ -293,3 +291,27 @@ class _Overlay(dict[str, Any]):
 
     def keys(self) -> Any:  # type: ignore[override]
         return self._base.keys()
+
+
+class _RowOverlay(Sequence[Any]):
+    """`base` with the item at `row` replaced, without copying `base` (what-if snapshots)."""
+
+    def __init__(self, base: Sequence[Any], row: int, item: Any) -> None:
+        self._base = base
+        self._row = row
+        self._item = item
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return list(self)[i]
+        if i < 0:
+            i += len(self._base)
+        return self._item if i == self._row else self._base[i]
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from itertools.islice(self._base, 0, self._row)
+        yield self._item
+        yield from itertools.islice(self._base, self._row + 1, None)
