@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,6 +12,7 @@ from hypothesis import strategies as st
 from policyd.runtime.cluster_index import ClusterIndex, cluster_view_factory
 from policyd.runtime.cluster_view import ClusterView
 from policyd.runtime.snapshot import Snapshot
+from tests.unit.runtime.test_cluster_view import _generations, _State
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -22,16 +21,6 @@ KEYS = (ZONE, HOST, POOL)
 APPS = ("web", "db")
 NAMESPACES = ("default", "other")
 WEB = {"app": "web"}
-
-_generations = itertools.count(1)
-
-
-@dataclass
-class _State:
-    """The parts of a node state a snapshot and the cluster view read."""
-
-    name: str
-    cel: Mapping[str, Any]
 
 
 # ---------------------------------------------------------------------------------------------
