@@ -103,7 +103,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def _drain(scheduler: Any, latencies: list[float] | None) -> None:
-    """Schedule until the active queue is empty and every bind result is applied."""
+    """Schedule until no pod is left to try and every bind result is applied.
+
+    The clock is the simulator's fake clock: when only pods in backoff remain (a preemptor waiting for
+    its victims, a pod whose bind was refused), it jumps to the next backoff expiry, as `policyd
+    simulate` does; pods parked as unschedulable stay parked.
+    """
     clock = time.perf_counter
     while True:
         t0 = clock()
@@ -113,6 +118,11 @@ def _drain(scheduler: Any, latencies: list[float] | None) -> None:
             continue
         scheduler.binder.wait_idle()
         if scheduler.apply_events():
+            continue
+        expiry = scheduler.queue.next_backoff_expiry()
+        if expiry is not None:
+            scheduler.clock.advance_to(expiry)
+            scheduler.queue.flush_backoff()
             continue
         return
 

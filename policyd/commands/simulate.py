@@ -121,7 +121,12 @@ def simulate(
         cluster,
         clock=FakeClock(),
         options=SchedulerOptions(
-            adopt_unknown_schedulers=True, seed=seed, explain=explain, max_attempts=MAX_ATTEMPTS
+            adopt_unknown_schedulers=True,
+            seed=seed,
+            explain=explain,
+            max_attempts=MAX_ATTEMPTS,
+            attempt_log_pods=None,  # every attempt is reported and may be explained
+            attempt_log_detailed=None,
         ),
     )
     pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))

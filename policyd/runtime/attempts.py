@@ -8,6 +8,7 @@ DefaultPreemption PostFilter in framework/preemption/preemption.go).
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -151,6 +152,14 @@ class Attempt:
             )
         return self._records
 
+    def strip(self) -> None:
+        """Drop the per-node detail (failures, verdicts, scores); the outcome and message stay."""
+        self.node_names = ()
+        self.failures = {}
+        self.filter_results = {}
+        self.scores = ()
+        self._records = None
+
     def to_json(self) -> dict[str, Any]:
         """JSON shape used by `explain --output json`."""
         return {
@@ -195,16 +204,33 @@ def build_node_records(
 
 
 class AttemptLog:
-    """Every attempt, by pod, in the order pods were first attempted (one lock)."""
+    """Attempts by pod, in the order pods were first attempted (one lock).
 
-    def __init__(self) -> None:
+    Unbounded by default (`policyd simulate`, `explain`, tests). A long-running scheduler bounds it:
+    at most `max_pods` pods (the earliest attempted are dropped first) and node detail only for the
+    latest `max_detailed` attempts (older ones keep their outcome and message); a failing attempt's
+    detail holds a failure per node, which must not accumulate over days.
+    """
+
+    def __init__(self, max_pods: int | None = None, max_detailed: int | None = None) -> None:
         self._lock = threading.Lock()
         self._by_pod: dict[str, list[Attempt]] = {}
+        self._max_pods = max_pods
+        self._max_detailed = max_detailed
+        self._detailed: collections.deque[Attempt] = collections.deque()
 
     def add(self, attempt: Attempt) -> None:
         """Record an attempt."""
         with self._lock:
             self._by_pod.setdefault(attempt.pod, []).append(attempt)
+            if self._max_detailed is not None:
+                self._detailed.append(attempt)
+                while len(self._detailed) > self._max_detailed:
+                    self._detailed.popleft().strip()
+            if self._max_pods is not None:
+                while len(self._by_pod) > self._max_pods:
+                    for old in self._by_pod.pop(next(iter(self._by_pod))):
+                        old.strip()
 
     def for_pod(self, key: str) -> list[Attempt]:
         """Attempts of one pod, oldest first."""

@@ -93,6 +93,9 @@ class SchedulerOptions:
     # reuse node verdicts and raw scores between equivalent pods (framework.GroupCache); False: every
     # node is evaluated per pod (same results, slower; tests compare the two)
     reuse_node_results: bool = True
+    # bounds of the attempt log (None: keep everything, as simulate and explain do)
+    attempt_log_pods: int | None = 10000
+    attempt_log_detailed: int | None = 1000
 
 
 def _default_pod_view() -> PodViewFactory:
@@ -186,7 +189,7 @@ class Scheduler:
         # a back-end that binds in memory gains nothing from bind threads but GIL hand-offs
         in_memory = bool(getattr(backend, "binds_in_memory", False))
         self.binder = Binder(backend, 0 if in_memory else self.options.bind_workers)
-        self.attempts = AttemptLog()
+        self.attempts = AttemptLog(self.options.attempt_log_pods, self.options.attempt_log_detailed)
         self.victims: list[str] = []
         self.given_up: set[str] = set()
         self._rng = random.Random(self.options.seed)
