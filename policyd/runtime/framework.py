@@ -245,10 +245,13 @@ class _Group:
         self.score_values: Any = _Same()
         self.filter_text: str | None = None
         self.score_text: str | None = None
+        # row -> (row version, nominated pods counted, verdict): nodes with nominated pods
+        self.nominated: dict[int, tuple[int, tuple[Any, ...], FilterFailure | None]] = {}
 
     def forget_filters(self) -> None:
         self.status.fill(UNKNOWN)
         self.failures = []
+        self.nominated = {}
         self.raw_ok.fill(False)
 
     def forget_scores(self) -> None:
@@ -499,9 +502,7 @@ class ProfileRunner:
             for pos in unknown.tolist():
                 row = pos + start - n if pos + start >= n else pos + start
                 if row in special:
-                    failure = evaluator.filter(nodes[row].with_pods(special[row]).cel)
-                    if failure is None:
-                        failure = evaluator.filter(cels[row])
+                    failure = self._filter_nominated(evaluator, g, snapshot, row, special[row])
                     cacheable = False
                 else:
                     evaluator.reset_cluster_called()
@@ -562,6 +563,29 @@ class ProfileRunner:
         return ScheduleResult(
             chosen, len(row_list), evaluated, failures, [], {}, filter_seconds, score_seconds
         )
+
+    @staticmethod
+    def _filter_nominated(
+        evaluator: Any, g: _Group, snapshot: Snapshot, row: int, others: list[PodViewLike]
+    ) -> FilterFailure | None:
+        """The verdict on a node with the nominated pods `others` counted (filter_with_nominated),
+        reused while the node and the nominated pods are the same ones."""
+        version = int(snapshot.versions[row])
+        hit = g.nominated.get(row)
+        if (
+            hit is not None
+            and hit[0] == version
+            and len(hit[1]) == len(others)
+            and all(a is b for a, b in zip(hit[1], others, strict=True))
+        ):
+            return hit[2]
+        evaluator.reset_cluster_called()
+        failure: FilterFailure | None = evaluator.filter(snapshot.nodes()[row].with_pods(others).cel)
+        if failure is None:
+            failure = evaluator.filter(snapshot.cels()[row])
+        if not evaluator.cluster_called:
+            g.nominated[row] = (version, tuple(others), failure)
+        return failure
 
     def _bulk_filter(
         self,
