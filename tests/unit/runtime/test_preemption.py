@@ -27,7 +27,9 @@ def snapshot_of(nodes: dict[str, tuple[int, list[FakePod]]]) -> Snapshot:
     return snap
 
 
-def preempt(pod: FakePod, snap: Snapshot, budgets: list[Any] | None = None) -> Any:
+def preempt(
+    pod: FakePod, snap: Snapshot, budgets: list[Any] | None = None, rng: random.Random | None = None
+) -> Any:
     failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
     all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
     return find_preemption(
@@ -39,6 +41,7 @@ def preempt(pod: FakePod, snap: Snapshot, budgets: list[Any] | None = None) -> A
         lambda n: [],
         budgets or [],
         all_pods,
+        rng=rng,
     )
 
 
@@ -141,21 +144,7 @@ def test_number_of_candidates_follows_default_preemption_arguments() -> None:
 
 def test_dry_run_stops_once_enough_candidates_are_found() -> None:
     nodes = {f"n{i:03d}": (1000, [FakePod(f"v{i}", cpu=900, priority=1)]) for i in range(250)}
-    snap = snapshot_of(nodes)
-    pod = FakePod("p", cpu=500, priority=10)
-    failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
-    all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
-    outcome = find_preemption(
-        PROFILE,
-        pod,
-        snap,
-        failures,
-        lambda s: FakeEvaluator(PROFILE, pod.cel),
-        lambda n: [],
-        [],
-        all_pods,
-        rng=random.Random(3),
-    )
+    outcome = preempt(FakePod("p", cpu=500, priority=10), snapshot_of(nodes), rng=random.Random(3))
     assert len(outcome.candidates) == 100  # of 250 nodes where preemption would help
     names = [c.node for c in outcome.candidates]
     start = int(names[0][1:])
