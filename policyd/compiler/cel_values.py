@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import total_ordering
@@ -231,3 +232,16 @@ def format_duration(d: Duration) -> str:
     if nanos:
         text += "." + f"{nanos:09d}".rstrip("0")
     return text + "s"
+
+
+def freeze(value: object) -> Hashable:
+    """A hashable key equal exactly when two CEL values built from maps and lists are equal and of
+    the same types (1, 1.0 and true differ; map entry order does not matter).
+
+    Raises TypeError for a leaf value that is not hashable or map keys that cannot be ordered.
+    """
+    if isinstance(value, Mapping):
+        return ("m", tuple(sorted((freeze(k), freeze(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return ("l", tuple(freeze(v) for v in value))
+    return (type(value).__name__, value)

@@ -28,7 +28,7 @@ from policyd.compiler.cel_checker import check
 from policyd.compiler.cel_codegen import expression_source, generate_function
 from policyd.compiler.cel_runtime import EVAL_ERRORS, as_eval_error
 from policyd.compiler.cel_types import DYN, CelType
-from policyd.compiler.cel_values import Duration
+from policyd.compiler.cel_values import Duration, freeze
 from policyd.compiler.loader import idents, load_policies, load_texts
 from policyd.compiler.policy_env import LET_CONTEXTS, Context, policy_env
 from policyd.dsl import cel_ast
@@ -667,7 +667,7 @@ class _Evaluator:
             return None
         pod = self.pod
         try:
-            frozen = tuple(_freeze(pod.get(f, _MISSING)) for f in fields)
+            frozen = tuple(freeze(pod.get(f, _MISSING)) for f in fields)
             key = (tuple(k for k, _, _ in self.parts), frozen)
             hash(key)
         except TypeError:
@@ -804,18 +804,6 @@ class _Evaluator:
 
 
 _MISSING = object()
-
-
-def _freeze(value: Any) -> Any:
-    """A hashable form of a CEL value that tells apart values Python's `==` confuses (1, 1.0, True)."""
-    t = type(value)
-    if t is str or t is int or t is bool or t is float:
-        return (t, value)
-    if isinstance(value, Mapping):
-        return (dict, tuple((_freeze(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return (list, tuple(_freeze(v) for v in value))
-    return (t, value)
 
 
 @dataclass

@@ -21,21 +21,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from policyd.compiler.cel_values import freeze
+
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 CodeArray = npt.NDArray[np.int32]
 
 RESOURCE_MAPS = ("allocatable", "requested", "nonZeroRequested", "capacity")
 ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage", "pods")
-
-
-def _freeze(value: Any) -> Hashable:
-    """A hashable, equality-preserving key for a CEL value built from dicts and lists."""
-    if isinstance(value, Mapping):
-        return ("m", tuple(sorted((k, _freeze(v)) for k, v in value.items())))
-    if isinstance(value, list | tuple):
-        return ("l", tuple(_freeze(v) for v in value))
-    return (type(value).__name__, value)
 
 
 class Categorical:
@@ -184,11 +177,11 @@ class NodeColumns:
             cat = self.label(key)
             cat.codes[row] = cat.code_of(value)
         taints = cel.get("taints") or []
-        self.whole["taints"].codes[row] = self.whole["taints"].code_of(taints, _freeze(taints))
-        self.whole["labels"].codes[row] = self.whole["labels"].code_of(labels, _freeze(labels))
+        self.whole["taints"].codes[row] = self.whole["taints"].code_of(taints, freeze(taints))
+        self.whole["labels"].codes[row] = self.whole["labels"].code_of(labels, freeze(labels))
         self.whole["name"].codes[row] = self.whole["name"].code_of(cel.get("name", ""))
         images = cel.get("images") or {}
-        self.whole["images"].codes[row] = self.whole["images"].code_of(images, _freeze(images))
+        self.whole["images"].codes[row] = self.whole["images"].code_of(images, freeze(images))
 
     def remove_node(self, row: int) -> None:
         """Mark row `row` dead (rows keep their positions)."""

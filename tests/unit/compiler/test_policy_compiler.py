@@ -308,3 +308,21 @@ def test_let_built_on_a_pod_only_let_is_pod_only() -> None:
     assert calls["n"] == 1
     code = cps.profiles["policyd"].codes[0]  # type: ignore[attr-defined]
     assert code.filter_pod_slots == (0, 1)  # both lets are prepared before any node
+
+
+def test_freeze_tells_types_apart_and_ignores_map_order() -> None:
+    from policyd.compiler.cel_values import freeze
+
+    assert len({freeze(1), freeze(1.0), freeze(True)}) == 3
+    assert freeze({"a": 1, "b": [1, 2]}) == freeze({"b": [1, 2], "a": 1})
+    assert freeze({"a": [1]}) != freeze({"a": [1.0]})
+
+
+def test_signature_equal_for_pods_differing_only_in_fields_nodes_do_not_read() -> None:
+    cps = compile_text('policy p { filter F { expr = node.free["cpu"] >= pod.requests["cpu"] } }')
+    profile = cps.profiles["policyd"]
+    a = profile.evaluator(pod("a", uid="1"), None)
+    b = profile.evaluator(pod("b", uid="2"), None)
+    c = profile.evaluator(pod("c", requests={"cpu": 200}), None)
+    assert a.signature() == b.signature()  # type: ignore[attr-defined]
+    assert a.signature() != c.signature()  # type: ignore[attr-defined]
