@@ -7,8 +7,8 @@ from typing import Any
 
 import celpy
 
-from policyd.compiler.cel import compile_expression, standard_env
-from policyd.compiler.cel_types import INT, STRING, ObjectType, list_of, map_of
+from policyd.cel.program import compile_expression, standard_env
+from policyd.cel.types import INT, STRING, ObjectType, list_of, map_of
 
 EXPRESSIONS = [
     "node.free.cpu >= pod.requests.cpu",

@@ -105,7 +105,7 @@ class PodTracker:
     """Watches every pod: when each was first seen bound, which are unschedulable; reaps deleted pods."""
 
     def __init__(self, client: Any) -> None:
-        from policyd.runtime.kube.informer import Informer, Resource
+        from policyd.backends.kube.informer import Informer, Resource
 
         self.client = client
         self.bound_at: dict[str, float] = {}
@@ -158,7 +158,7 @@ class PodTracker:
             self._cond.notify_all()
 
     def _reap(self, namespace: str, name: str, uid: Any) -> None:
-        from policyd.runtime.kube.api_backend import delete_pod
+        from policyd.backends.kube.api_backend import delete_pod
 
         try:
             delete_pod(self.client, namespace, name, str(uid or ""), grace=0)
@@ -292,7 +292,7 @@ class WorkloadRun:
 
     def run(self) -> None:
         """Start everything, run the ops, stop everything (also on errors, Ctrl-C and SIGTERM)."""
-        from policyd.runtime.kube.client import KubeClient
+        from policyd.backends.kube.client import KubeClient
         from tests.integration.apiserver import LocalControlPlane
 
         with _terminated_by_sigterm(), LocalControlPlane() as plane:
@@ -349,7 +349,7 @@ class WorkloadRun:
         self.say(f"{op.count} nodes created in {time.monotonic() - t0:.1f}s")
 
     def _create_pods(self, client: Any, sched: SchedulerProcess, op: CreatePods, number: int) -> None:
-        from policyd.runtime.kube.client import object_path
+        from policyd.backends.kube.client import object_path
 
         name = pod_scheduler_name(self.scheduler)
         bodies = [pod_object(op, i, f"op{number}", name) for i in range(op.count)]

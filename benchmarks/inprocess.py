@@ -137,10 +137,10 @@ def run_workload(
     progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Run `wl` (scaled) in-process and measure the measured ops."""
-    from policyd.compiler.policy_compiler import compile_paths
-    from policyd.runtime.clock import FakeClock
-    from policyd.runtime.scheduler import Scheduler, SchedulerOptions
-    from policyd.runtime.simulated import SimulatedCluster
+    from policyd.backends.simulated import SimulatedCluster
+    from policyd.compiler.codegen import compile_paths
+    from policyd.scheduler.clock import FakeClock
+    from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
     wl = wl.scaled(scale, node_scale)
     started = time.perf_counter()

@@ -79,10 +79,10 @@ def report(name: str, samples: list[float]) -> bool:
 
 def bench_files(iterations: int) -> list[float]:
     """File write -> generation in force, with the simulated cluster."""
-    from policyd.compiler.policy_compiler import compile_sources
-    from policyd.runtime.reload import FileSource, PolicyReloader
-    from policyd.runtime.scheduler import Scheduler, SchedulerOptions
-    from policyd.runtime.simulated import SimulatedCluster
+    from policyd.backends.simulated import SimulatedCluster
+    from policyd.compiler.codegen import compile_sources
+    from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
+    from policyd.service.reload import FileSource, PolicyReloader
 
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(POLICIES):
@@ -127,9 +127,9 @@ def bench_files(iterations: int) -> list[float]:
 
 def bench_configmap(iterations: int) -> list[float]:
     """ConfigMap update -> generation in force, against a real kube-apiserver."""
+    from policyd.backends.kube.client import KubeClient, object_path
     from policyd.commands.run import Runner
-    from policyd.runtime import config as configuration
-    from policyd.runtime.kube.client import KubeClient, object_path
+    from policyd.service import config as configuration
     from tests.integration.apiserver import LocalControlPlane
 
     with LocalControlPlane() as plane:

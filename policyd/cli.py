@@ -8,6 +8,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from policyd import __version__
+
 # command name -> module in policyd.commands providing `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
     "run": "Schedule pods of a real cluster (API server back-end).",
@@ -23,6 +25,7 @@ COMMANDS: dict[str, str] = {
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command registered."""
     parser = argparse.ArgumentParser(prog="policyd", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"policyd {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from policyd.compiler import cel_protojson as pj
-from policyd.compiler.cel import compile_expression, standard_env
-from policyd.compiler.cel_types import (
+from policyd.cel import protojson as pj
+from policyd.cel.program import compile_expression, standard_env
+from policyd.cel.types import (
     BOOL,
     BYTES,
     DOUBLE,
@@ -146,8 +146,8 @@ def _plain_json_to_cel(v: Any) -> Any:
 
 
 def _display(v: Any) -> Any:
-    from policyd.compiler.cel_runtime import format_double, to_string
-    from policyd.compiler.cel_values import Duration, Timestamp, TypeValue, UInt
+    from policyd.cel.runtime import format_double, to_string
+    from policyd.cel.values import Duration, Timestamp, TypeValue, UInt
 
     if isinstance(v, UInt):
         return f"{int(v)}u"

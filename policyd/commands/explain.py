@@ -8,7 +8,7 @@ import sys
 
 from policyd.commands.simulate import add_common_arguments, simulate
 from policyd.errors import PolicydError
-from policyd.runtime.attempts import explain_table
+from policyd.scheduler.attempts import explain_table
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

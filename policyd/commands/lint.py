@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from policyd.compiler.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
-from policyd.runtime import config as configuration
-from policyd.runtime.reload import ConfigMapSource
+from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
+from policyd.service import config as configuration
+from policyd.service.reload import ConfigMapSource
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -166,7 +166,7 @@ def _manifest_data(path: str, key: str) -> Mapping[str, str]:
 
 def _api_data(kubeconfig: str, namespace: str, name: str) -> Mapping[str, str] | None:
     """The ConfigMap's `data` read through the API (None: not found)."""
-    from policyd.runtime.kube.client import ApiError, KubeClient, object_path
+    from policyd.backends.kube.client import ApiError, KubeClient, object_path
 
     client = KubeClient.connect(kubeconfig)
     try:

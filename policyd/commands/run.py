@@ -16,21 +16,21 @@ import sys
 import threading
 from typing import Any
 
-from policyd.compiler.plugins import CompiledPolicySet
+from policyd.backends.kube.api_backend import ApiBackend, missing_permissions
+from policyd.backends.kube.client import ApiError, KubeClient
+from policyd.backends.kube.events import WARNING, ObjectRef
+from policyd.backends.kube.informer import Informer, Resource
+from policyd.backends.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
 from policyd.errors import PolicydError, PolicyError
-from policyd.runtime import config as configuration
-from policyd.runtime.config import Config, PolicySource, Profile
-from policyd.runtime.http import Passed, ServingEndpoints
-from policyd.runtime.kube.api_backend import ApiBackend, missing_permissions
-from policyd.runtime.kube.client import ApiError, KubeClient
-from policyd.runtime.kube.events import WARNING, ObjectRef
-from policyd.runtime.kube.informer import Informer, Resource
-from policyd.runtime.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
-from policyd.runtime.metrics import SchedulerMetrics
-from policyd.runtime.queue import QueueConfig
-from policyd.runtime.reload import ConfigMapSource, FileSource, PolicyReloader, ReloadOutcome
-from policyd.runtime.reload import PolicySource as ReloadSource
-from policyd.runtime.scheduler import Scheduler, SchedulerOptions
+from policyd.framework import CompiledPolicySet
+from policyd.scheduler.metrics import SchedulerMetrics
+from policyd.scheduler.queue import QueueConfig
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
+from policyd.service import config as configuration
+from policyd.service.config import Config, PolicySource, Profile
+from policyd.service.http import Passed, ServingEndpoints
+from policyd.service.reload import ConfigMapSource, FileSource, PolicyReloader, ReloadOutcome
+from policyd.service.reload import PolicySource as ReloadSource
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     parser.add_argument("--master", help="API server URL (overrides the kubeconfig's server)")
-    parser.add_argument("--config", help="policyd.yaml (schemas/config.schema.json)")
+    parser.add_argument("--config", help="policyd.yaml (policyd/schemas/config.schema.json)")
     parser.add_argument(
         "--policies",
         nargs="+",
@@ -191,7 +191,7 @@ class Runner:
             if self.scheduler is not None:
                 self.scheduler.set_policies(new)
 
-        from policyd.compiler.policy_compiler import compile_sources
+        from policyd.compiler.codegen import compile_sources
 
         self.reloader = PolicyReloader(
             sources,

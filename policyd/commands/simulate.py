@@ -12,14 +12,13 @@ from typing import Any, TextIO
 
 import yaml
 
+from policyd import shipped
+from policyd.backends.simulated import SimulatedCluster
 from policyd.errors import PolicydError
-from policyd.runtime.attempts import explain_table
-from policyd.runtime.clock import FakeClock
-from policyd.runtime.scheduler import Scheduler, SchedulerOptions
-from policyd.runtime.simulated import SimulatedCluster
+from policyd.scheduler.attempts import explain_table
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
-DEFAULT_POLICIES = "policies/default.policy"
-DEFAULT_CLUSTER = "examples/cluster.yaml"
 # a pod failing this many cycles is reported as unschedulable rather than retried forever
 MAX_ATTEMPTS = 20
 
@@ -72,14 +71,14 @@ class Simulation:
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments shared by `simulate` and `explain`."""
     parser.add_argument(
-        "--cluster", default=DEFAULT_CLUSTER, help=f"cluster file (default {DEFAULT_CLUSTER})"
+        "--cluster", default=None, help="cluster file (default: the example cluster shipped with policyd)"
     )
     parser.add_argument(
         "--policies",
         nargs="+",
         action="extend",
         default=None,
-        help=f"policy files/dirs (default {DEFAULT_POLICIES})",
+        help="policy files/dirs (default: the shipped default.policy)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
 
@@ -105,17 +104,17 @@ def _progress(stream: TextIO, total: int) -> Any:
 
 
 def simulate(
-    cluster_path: str,
+    cluster_path: str | None,
     policy_paths: Sequence[str] | None,
     seed: int = 0,
     explain: bool = False,
     progress_stream: TextIO | None = None,
 ) -> Simulation:
     """Load, compile and schedule every pending pod until the queue settles."""
-    from policyd.compiler.policy_compiler import compile_paths
+    from policyd.compiler.codegen import compile_paths
 
-    policies = compile_paths(list(policy_paths or [DEFAULT_POLICIES]), generation=1)
-    cluster = SimulatedCluster.from_file(cluster_path)
+    policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
+    cluster = SimulatedCluster.from_file(cluster_path or str(shipped.example_cluster()))
     scheduler = Scheduler(
         policies,
         cluster,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from policyd.runtime.policy_test import SuiteError, run_suite, suite_files
+from policyd.commands.suite import SuiteError, run_suite, suite_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,10 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.shared_data import CEL_SPEC as SPEC_DIR
-
-PROTO_DIR = SPEC_DIR / "proto"
-TESTDATA_DIR = SPEC_DIR / "testdata"
+from tests.conformance.cel_spec import PROTO_DIR
 
 STATS: dict[str, int] = {"passed": 0, "failed": 0, "skipped": 0}
 

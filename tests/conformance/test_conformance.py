@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format, text_format
 
+from policyd.cel import protojson as pj
 from policyd.commands.eval import evaluate_request
-from policyd.compiler import cel_protojson as pj
 
-from .conftest import STATS, TESTDATA_DIR
+from .cel_spec import sample_files
+from .conftest import STATS
 
 MIN_PASS_RATE = 0.95
 
@@ -95,7 +95,7 @@ def _outcome(test: Any, answer: dict[str, Any]) -> bool:
 
 def test_conformance(simple_pb2: Any) -> None:
     failures: list[str] = []
-    for path in sorted(Path(TESTDATA_DIR).glob("*.textproto")):
+    for path in sample_files():
         test_file = text_format.Parse(path.read_text(), simple_pb2.SimpleTestFile())
         for section in test_file.section:
             for test in section.test:

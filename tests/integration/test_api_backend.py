@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from policyd.compiler.policy_compiler import compile_sources
-from policyd.runtime.kube.api_backend import CONFLICT, ApiBackend, bind_pod
-from policyd.runtime.kube.client import KubeClient, object_path
-from policyd.runtime.scheduler import Scheduler, SchedulerOptions
+from policyd.backends.kube.api_backend import CONFLICT, ApiBackend, bind_pod
+from policyd.backends.kube.client import KubeClient, object_path
+from policyd.compiler.codegen import compile_sources
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 from .apiserver import KubeTestContext, LocalControlPlane
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from policyd.runtime.kube.client import KubeClient, object_path
-from policyd.runtime.kube.events import EventRecorder, PodStatusWriter
+from policyd.backends.kube.client import KubeClient, object_path
+from policyd.backends.kube.events import EventRecorder, PodStatusWriter
 
 from .apiserver import KubeTestContext, LocalControlPlane
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from policyd.runtime.kube.client import KubeClient, object_path
-from policyd.runtime.kube.informer import PODS, Informer, Resource, pdb_resource
+from policyd.backends.kube.client import KubeClient, object_path
+from policyd.backends.kube.informer import PODS, Informer, Resource, pdb_resource
 
 from .apiserver import KubeTestContext, LocalControlPlane
 

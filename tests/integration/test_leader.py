@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from policyd.runtime.kube.client import KubeClient, object_path
-from policyd.runtime.kube.leader import LeaderElectionConfig, LeaderElector
+from policyd.backends.kube.client import KubeClient, object_path
+from policyd.backends.kube.leader import LeaderElectionConfig, LeaderElector
 
 from .apiserver import KubeTestContext, LocalControlPlane
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from policyd.backends.kube.client import KubeClient, object_path
 from policyd.commands.run import RELOAD_FAILED, Runner
-from policyd.runtime import config as configuration
-from policyd.runtime.kube.client import KubeClient, object_path
+from policyd.service import config as configuration
 
 from .apiserver import KubeTestContext, LocalControlPlane
 from .test_api_backend import make_node, make_pod, node_of, wait_for

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from policyd.runtime.kube.client import ApiError, KubeClient, object_path
+from policyd.backends.kube.client import ApiError, KubeClient, object_path
 
 from .apiserver import KubeTestContext, LocalControlPlane
 from .test_api_backend import make_node, make_pod, node_of, wait_for

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from policyd.compiler.policy_compiler import compile_sources
-from policyd.runtime.kube.api_backend import BOUND, ApiBackend, BindResult
-from policyd.runtime.kube.client import KubeClient, object_path
-from policyd.runtime.scheduler import Scheduler, SchedulerOptions
-from policyd.runtime.views import pod_view
+from policyd.backends.kube.api_backend import BOUND, ApiBackend, BindResult
+from policyd.backends.kube.client import KubeClient, object_path
+from policyd.compiler.codegen import compile_sources
+from policyd.scheduler.cluster.views import pod_view
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 from .apiserver import KubeTestContext, LocalControlPlane
 from .test_api_backend import REPO, make_node

@@ -20,7 +20,7 @@ from benchmarks import e2e_report as report  # noqa: E402
 from benchmarks import e2e_schedulers as procs  # noqa: E402
 from benchmarks.workloads import WORKLOADS, CreatePods, pod_template  # noqa: E402
 from policyd.commands import bench  # noqa: E402
-from policyd.runtime import config as configuration  # noqa: E402
+from policyd.service import config as configuration  # noqa: E402
 
 METRICS = """\
 # HELP scheduler_e2e_scheduling_duration_seconds [ALPHA] E2e scheduling latency in seconds
@@ -153,7 +153,7 @@ def test_scheduler_configs_carry_equal_qps_and_burst() -> None:
     args = procs.kube_scheduler_command("/bin/kube-scheduler", "/tmp/c.yaml", 12345)
     assert "--secure-port=0" in args and "--port=12345" in args
     doc = procs.policyd_config("/tmp/kc", 50.0, 100, 12345, ["/p/default.policy"])
-    cfg = configuration.from_dict(doc, "<bench>")  # valid against schemas/config.schema.json
+    cfg = configuration.from_dict(doc, "<bench>")  # valid against policyd/schemas/config.schema.json
     assert (cfg.qps, cfg.burst, cfg.port) == (50.0, 100, 12345)
     assert not cfg.leader_election.leader_elect
     assert cfg.scheduler_names == (e2e.POLICYD,)

@@ -1,0 +1,347 @@
+"""The real-cluster back-end: informers feed the scheduler; binds, deletions, events and status go to the API.
+
+Writes:
+- bind: POST pods/<name>/binding with metadata.uid = the pod's UID (so a re-created pod of the same
+  name is never bound by mistake), on a bounded worker pool; the answer is read raw (the Python
+  client's model classes choke on the Status the server returns). 409 (already bound / changed) and
+  404 (gone) are reported as failures, never retried blindly: the runtime forgets the assumed pod and
+  requeues or drops it, so a pod is never bound twice.
+- victims: DELETE with the victim's own terminationGracePeriodSeconds and a UID precondition.
+- Scheduled / FailedScheduling / Preempted events (aggregated, rate-limited), PodScheduled condition and
+  nominatedNodeName through the status subresource.
+Reads: list+watch informers for nodes, pods, PDBs, PriorityClasses; handlers forward plain dicts to
+an `EventSink` (the scheduler) through its public methods only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.backends.kube.client import ApiError, KubeClient, PermissionDenied, object_path
+from policyd.backends.kube.events import EventRecorder, ObjectRef, PodStatusWriter
+from policyd.backends.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, pdb_resource
+from policyd.scheduler.backend import BindError, EventHandler
+from policyd.scheduler.snapshot import PodViewLike
+
+log = logging.getLogger(__name__)
+
+BOUND = "bound"
+CONFLICT = "conflict"
+GONE = "gone"
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class BindResult:
+    """Outcome of one bind: `outcome` is bound / conflict / gone / error."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    outcome: str
+    message: str = ""
+    status: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the API server accepted the binding."""
+        return self.outcome == BOUND
+
+
+def split_key(pod: PodViewLike) -> tuple[str, str]:
+    """(namespace, name) of a pod view."""
+    ns, _, name = pod.key.partition("/")
+    return ns, name
+
+
+class ApiBackend:
+    """`ClusterBackend` over a real API server (policyd.scheduler.backend)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        identity: str = "",
+        recorder: EventRecorder | None = None,
+        sync_timeout: float = 120.0,
+    ) -> None:
+        self.client = client
+        self.identity = identity
+        # Events get their own client and QPS budget (kube-scheduler's separate event clientset)
+        self._event_client = client.sibling("policyd-events") if recorder is None else None
+        self.recorder = recorder or EventRecorder(
+            self._event_client or client, instance=identity or "policyd"
+        )
+        self.status = PodStatusWriter(client)
+        self.sync_timeout = sync_timeout
+        self.informers: list[Informer] = []
+        self.nodes: Informer | None = None
+        self.pods: Informer | None = None
+        self.pdbs: Informer | None = None
+        self.priority_classes: Informer | None = None
+        # status patches and victim deletions, in order, off the scheduling loop
+        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-writes")
+        self._pending_lock = threading.Lock()
+        self._pending: set[Future[None]] = set()
+        self._synced = threading.Event()
+        self.bind_results: dict[str, int] = {BOUND: 0, CONFLICT: 0, GONE: 0, ERROR: 0}
+        self.on_bind: Callable[[BindResult], None] | None = None
+        # called with the error when RBAC forbids a call the back-end cannot do without
+        self.on_fatal: Callable[[ApiError], None] | None = None
+
+    # ---- read side --------------------------------------------------------------------------------
+
+    def start(self, handler: EventHandler) -> None:
+        """Start the informers (nodes first); `on_synced` once every initial list has been delivered."""
+        self.nodes = Informer(
+            self.client,
+            NODES,
+            on_add=handler.on_node_add,
+            on_update=handler.on_node_update,
+            on_delete=handler.on_node_delete,
+            on_forbidden=self._forbidden,
+        )
+        self.pods = Informer(
+            self.client,
+            PODS,
+            on_add=handler.on_pod_add,
+            on_update=handler.on_pod_update,
+            on_delete=handler.on_pod_delete,
+            on_forbidden=self._forbidden,
+        )
+        pdbs = pdb_resource(self.client)
+        if pdbs is not None:
+            self.pdbs = Informer(
+                self.client,
+                pdbs,
+                on_add=handler.on_pdb_add,
+                on_update=handler.on_pdb_update,
+                on_delete=handler.on_pdb_delete,
+                on_forbidden=self._forbidden,
+            )
+        self.priority_classes = Informer(self.client, PRIORITY_CLASSES, on_forbidden=self._forbidden)
+        self.informers = [
+            i for i in (self.nodes, self.pdbs, self.priority_classes, self.pods) if i is not None
+        ]
+        self.nodes.start()
+        # nodes before pods: assigned pods find their node in the cache
+        self.nodes.wait_for_sync(self.sync_timeout)
+        for inf in self.informers:
+            inf.start()
+
+        def announce() -> None:
+            if all(i.wait_for_sync(self.sync_timeout) for i in self.informers):
+                self._synced.set()
+                handler.on_synced()
+            else:
+                log.error("informer caches did not sync timeout=%.0fs", self.sync_timeout)
+
+        threading.Thread(target=announce, name="informer-sync", daemon=True).start()
+
+    def _forbidden(self, err: ApiError) -> None:
+        log.error("permission denied err=%s", err)
+        if self.on_fatal is not None:
+            self.on_fatal(err)
+
+    def has_synced(self) -> bool:
+        """True once every informer delivered its initial list (and `on_synced` was called)."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Block until `has_synced()` (or timeout)."""
+        return self._synced.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop the informers, finish queued writes and events."""
+        for inf in self.informers:
+            inf.stop()
+        self.flush(10.0)
+        self._writes.shutdown(wait=True)
+        self.recorder.stop()
+        if self._event_client is not None:
+            self._event_client.close()
+
+    # ---- write side -------------------------------------------------------------------------------
+
+    def bind(self, pod: PodViewLike, node: str) -> None:
+        """POST the Binding (blocking); raises BindError (retry False when the pod is gone)."""
+        ns, name = split_key(pod)
+        result = bind_pod(self.client, ns, name, pod.uid, node)
+        with self._pending_lock:
+            self.bind_results[result.outcome] += 1
+        if self.on_bind is not None:
+            self.on_bind(result)
+        if result.status == 403 and "is being terminated" not in result.message:
+            self._forbidden(ApiError(403, "create", f"pods/{name}/binding", result.message, "Forbidden"))
+        if not result.ok:
+            raise BindError(result.message, retry=result.outcome != GONE)
+
+    def delete_pod(self, pod: PodViewLike, grace_seconds: int | None) -> None:
+        """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously."""
+        ns, name = split_key(pod)
+        self._submit(lambda: self._delete(ns, name, pod.uid, grace_seconds))
+
+    def set_nominated_node(self, pod: PodViewLike, node: str | None) -> None:
+        """Set or clear status.nominatedNodeName, asynchronously."""
+        ns, name = split_key(pod)
+        self._submit(lambda: self._status(lambda: self.status.set_nominated_node(ns, name, node), pod))
+
+    def record_event(self, pod: PodViewLike, event_type: str, reason: str, message: str) -> None:
+        """Queue an Event about the pod (aggregated and rate-limited by the recorder)."""
+        ns, name = split_key(pod)
+        self.recorder.event(ObjectRef("Pod", ns, name, pod.uid), event_type, reason, message)
+
+    def patch_pod_scheduled(self, pod: PodViewLike, condition: Mapping[str, str]) -> None:
+        """Patch the PodScheduled condition (status/reason/message), asynchronously."""
+        ns, name = split_key(pod)
+        cond = dict(condition)
+
+        def patch() -> None:
+            if cond.get("status", "False") == "False":
+                self.status.set_unschedulable(
+                    ns, name, cond.get("message", ""), cond.get("reason", "Unschedulable")
+                )
+
+        self._submit(lambda: self._status(patch, pod))
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait for queued status patches, deletions and events; False on timeout."""
+        with self._pending_lock:
+            pending = list(self._pending)
+        for fut in pending:
+            try:
+                fut.result(timeout)
+            except Exception:
+                pass
+        return self.recorder.flush(timeout)
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        fut = self._writes.submit(work)
+        with self._pending_lock:
+            self._pending.add(fut)
+        fut.add_done_callback(self._done)
+
+    def _done(self, fut: Future[None]) -> None:
+        with self._pending_lock:
+            self._pending.discard(fut)
+
+    def _status(self, patch: Callable[[], Any], pod: PodViewLike) -> None:
+        try:
+            patch()
+        except ApiError as err:
+            if isinstance(err, PermissionDenied):
+                self._forbidden(err)
+            if not err.not_found:
+                log.warning("pod status patch failed pod=%s err=%s", pod.key, err)
+
+    def _delete(self, ns: str, name: str, uid: str, grace: int | None) -> None:
+        try:
+            deleted = delete_pod(self.client, ns, name, uid, grace)
+        except ApiError as err:
+            log.warning("victim deletion failed pod=%s/%s err=%s", ns, name, err)
+            return
+        log.info("victim deleted pod=%s/%s grace=%s deleted=%s", ns, name, grace, deleted)
+
+
+def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str) -> BindResult:
+    """POST pods/<name>/binding guarded by the pod UID, and classify the answer."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    path = object_path("v1", "pods", namespace, name) + "/binding"
+    try:
+        client.request("POST", path, body=body)
+    except ApiError as err:
+        if err.status == 409 and "UID" in err.message:
+            outcome = GONE  # the name now belongs to another pod
+        elif err.status == 409:
+            outcome = CONFLICT  # already bound (by someone else)
+        elif err.status == 404 or "is being terminated" in err.message:
+            outcome = GONE
+        else:
+            outcome = ERROR
+        log.info("bind failed pod=%s/%s node=%s outcome=%s err=%s", namespace, name, node, outcome, err)
+        return BindResult(namespace, name, uid, node, outcome, str(err), err.status)
+    return BindResult(namespace, name, uid, node, BOUND, status=201)
+
+
+def delete_pod(
+    client: KubeClient, namespace: str, name: str, uid: str = "", grace: int | None = None
+) -> bool:
+    """DELETE a pod (UID precondition, optional grace period); False when it was already gone."""
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if grace is not None:
+        body["gracePeriodSeconds"] = int(grace)
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    try:
+        client.request("DELETE", object_path("v1", "pods", namespace, name), body=body)
+    except ApiError as err:
+        if err.status in (404, 409):
+            return False
+        raise
+    return True
+
+
+# (verb, group, resource, namespace or "" for cluster-wide) of every call the back-end makes
+REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
+    ("list", "", "nodes"),
+    ("watch", "", "nodes"),
+    ("list", "", "pods"),
+    ("watch", "", "pods"),
+    ("delete", "", "pods"),
+    ("create", "", "pods/binding"),
+    ("patch", "", "pods/status"),
+    ("create", "", "events"),
+    ("patch", "", "events"),
+    ("list", "policy", "poddisruptionbudgets"),
+    ("watch", "policy", "poddisruptionbudgets"),
+    ("list", "scheduling.k8s.io", "priorityclasses"),
+    ("watch", "scheduling.k8s.io", "priorityclasses"),
+)
+LEASE_PERMISSIONS = (
+    ("get", "coordination.k8s.io", "leases"),
+    ("create", "coordination.k8s.io", "leases"),
+    ("update", "coordination.k8s.io", "leases"),
+)
+CONFIGMAP_PERMISSIONS = (("list", "", "configmaps"), ("watch", "", "configmaps"))
+
+
+def missing_permissions(
+    client: KubeClient,
+    lease_namespace: str | None = None,
+    configmap_namespaces: tuple[str, ...] = (),
+) -> list[str]:
+    """Ask the API server (SelfSubjectAccessReview) which required permissions are missing, as `verb resource`."""
+    checks: list[tuple[str, str, str, str]] = [(v, g, r, "") for v, g, r in REQUIRED_PERMISSIONS]
+    if lease_namespace:
+        checks += [(v, g, r, lease_namespace) for v, g, r in LEASE_PERMISSIONS]
+    for ns in configmap_namespaces:
+        checks += [(v, g, r, ns) for v, g, r in CONFIGMAP_PERMISSIONS]
+    missing = []
+    for verb, group, resource, ns in checks:
+        res, _, sub = resource.partition("/")
+        attrs: dict[str, Any] = {"verb": verb, "group": group, "resource": res}
+        if sub:
+            attrs["subresource"] = sub
+        if ns:
+            attrs["namespace"] = ns
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attrs},
+        }
+        review = client.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body)
+        if not (review.get("status") or {}).get("allowed"):
+            full = f"{resource}.{group}" if group else resource
+            missing.append(f"{verb} {full}" + (f" in namespace {ns}" if ns else ""))
+    return missing

@@ -1,0 +1,285 @@
+"""Events (core/v1) with kube-scheduler's texts, aggregated and rate-limited; pod status patches.
+
+Like client-go's EventCorrelator: an event equal to an earlier one (same object, type, reason,
+message) updates that Event's `count` and `lastTimestamp` instead of creating another; and a token
+bucket per involved object (burst 25, one token per 5 minutes) drops the excess, so a pod that stays
+unschedulable for an hour produces one Event object and a few dozen writes, not thousands.
+Events are written by one background thread: recording never blocks a scheduling cycle.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.backends.kube.client import JSON, ApiError, KubeClient, object_path
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "policyd"
+NORMAL = "Normal"
+WARNING = "Warning"
+
+# client-go's defaults (tools/record/events_cache.go)
+SPAM_BURST = 25
+SPAM_QPS = 1.0 / 300.0
+CACHE_SIZE = 4096
+
+
+def scheduled_message(namespace: str, name: str, node: str) -> str:
+    """kube-scheduler's `Scheduled` text."""
+    return f"Successfully assigned {namespace}/{name} to {node}"
+
+
+def preempted_message(preemptor_uid: str, node: str) -> str:
+    """kube-scheduler's `Preempted` text (on the victim)."""
+    return f"Preempted by pod {preemptor_uid} on node {node}"
+
+
+def _now() -> str:
+    return dt.datetime.now(tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """The involved object of an event."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    api_version: str = "v1"
+
+    @classmethod
+    def of(cls, obj: JSON) -> ObjectRef:
+        """The reference to a Kubernetes object dict."""
+        meta = obj.get("metadata") or {}
+        return cls(
+            kind=str(obj.get("kind") or "Pod"),
+            namespace=str(meta.get("namespace") or "default"),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            api_version=str(obj.get("apiVersion") or "v1"),
+        )
+
+    def to_json(self) -> JSON:
+        """The `involvedObject` field."""
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "apiVersion": self.api_version,
+        }
+
+
+class _Bucket:
+    def __init__(self, burst: int, qps: float) -> None:
+        self.tokens = float(burst)
+        self.burst = burst
+        self.qps = qps
+        self.last = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(float(self.burst), self.tokens + (now - self.last) * self.qps)
+        self.last = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+@dataclass
+class _Seen:
+    name: str
+    count: int
+    first: str
+
+
+class EventRecorder:
+    """Records Events for objects; dedupes into counts and rate-limits per object; writes asynchronously."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        component: str = COMPONENT,
+        instance: str = "",
+        burst: int = SPAM_BURST,
+        qps: float = SPAM_QPS,
+    ) -> None:
+        self.client = client
+        self.component = component
+        self.instance = instance or component
+        self.burst = burst
+        self.qps = qps
+        self.dropped = 0  # events suppressed by the rate limit
+        self.written = 0  # API writes (creates + updates)
+        self._lock = threading.Lock()  # guards the correlator caches and counters
+        self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self._queue: queue.Queue[tuple[ObjectRef, str, str, str] | None] = queue.Queue(maxsize=10000)
+        self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
+        self._thread.start()
+
+    def event(self, obj: JSON | ObjectRef, event_type: str, reason: str, message: str) -> None:
+        """Queue one event about `obj` (a Kubernetes dict or an ObjectRef); never blocks for long."""
+        ref = obj if isinstance(obj, ObjectRef) else ObjectRef.of(obj)
+        try:
+            self._queue.put_nowait((ref, event_type, reason, message[:1024]))
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+
+    def scheduled(self, pod: JSON | ObjectRef, node: str) -> None:
+        """`Scheduled`: Successfully assigned ns/name to node."""
+        ref = pod if isinstance(pod, ObjectRef) else ObjectRef.of(pod)
+        self.event(ref, NORMAL, "Scheduled", scheduled_message(ref.namespace, ref.name, node))
+
+    def failed_scheduling(self, pod: JSON | ObjectRef, message: str) -> None:
+        """`FailedScheduling` with the `0/N nodes are available: ...` message."""
+        self.event(pod, WARNING, "FailedScheduling", message)
+
+    def preempted(self, victim: JSON | ObjectRef, preemptor_uid: str, node: str) -> None:
+        """`Preempted` on the victim: Preempted by pod <uid> on node <node>."""
+        self.event(victim, NORMAL, "Preempted", preempted_message(preemptor_uid, node))
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued event has been written (or dropped); returns False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0:
+                return True
+            time.sleep(0.01)
+        return False
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Write what is queued, then stop the writer thread."""
+        self.flush(timeout)
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    # ---- writer -----------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._write(*item)
+            except Exception:
+                log.exception("event write failed")
+            finally:
+                self._queue.task_done()
+
+    def _allow(self, ref: ObjectRef) -> bool:
+        key = f"{ref.kind}/{ref.namespace}/{ref.name}/{ref.uid}"
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = _Bucket(self.burst, self.qps)
+            if len(self._buckets) > CACHE_SIZE:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+        return bucket.take()
+
+    def _write(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
+        key = (ref.kind, ref.namespace, ref.name, ref.uid, event_type, reason, message)
+        with self._lock:
+            if not self._allow(ref):
+                self.dropped += 1
+                return
+            seen = self._seen.get(key)
+            if seen is not None:
+                seen.count += 1
+                self._seen.move_to_end(key)
+                count, name, first = seen.count, seen.name, seen.first
+            else:
+                count, name, first = 1, f"{ref.name}.{time.time_ns():x}", _now()
+        path = object_path("v1", "events", ref.namespace)
+        now = _now()
+        if count > 1:
+            patch = {"count": count, "lastTimestamp": now}
+            try:
+                self.client.request(
+                    "PATCH",
+                    f"{path}/{name}",
+                    body=patch,
+                    content_type="application/strategic-merge-patch+json",
+                )
+                with self._lock:
+                    self.written += 1
+                return
+            except ApiError as err:
+                if not err.not_found:
+                    log.warning("event update failed event=%s err=%s", name, err)
+                    return
+                # the Event expired (TTL) or was deleted: create a fresh one
+                name, count, first = f"{ref.name}.{time.time_ns():x}", 1, now
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ref.namespace},
+            "involvedObject": ref.to_json(),
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": first,
+            "lastTimestamp": now,
+            "count": count,
+        }
+        try:
+            self.client.request("POST", path, body=body)
+        except ApiError as err:
+            if not err.not_found:
+                log.warning(
+                    "event create failed object=%s/%s reason=%s err=%s", ref.namespace, ref.name, reason, err
+                )
+            return
+        with self._lock:
+            self.written += 1
+            self._seen[key] = _Seen(name, count, first)
+            if len(self._seen) > CACHE_SIZE:
+                self._seen.popitem(last=False)
+
+
+class PodStatusWriter:
+    """Patches pods' status subresource: the PodScheduled condition and nominatedNodeName."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+
+    def _patch(self, namespace: str, name: str, status: JSON) -> JSON:
+        path = object_path("v1", "pods", namespace, name) + "/status"
+        return self.client.request(
+            "PATCH", path, body={"status": status}, content_type="application/strategic-merge-patch+json"
+        )
+
+    def set_unschedulable(
+        self, namespace: str, name: str, message: str, reason: str = "Unschedulable"
+    ) -> JSON:
+        """PodScheduled=False with `reason` and `message` (kube-scheduler's condition on failure)."""
+        cond = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": _now(),
+        }
+        return self._patch(namespace, name, {"conditions": [cond]})
+
+    def set_nominated_node(self, namespace: str, name: str, node: str | None) -> JSON:
+        """Set `status.nominatedNodeName` (None or "" clears it)."""
+        return self._patch(namespace, name, {"nominatedNodeName": node or None})

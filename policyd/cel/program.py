@@ -1,0 +1,183 @@
+"""The CEL engine facade: environments, `compile_expression`, and the evaluation used by `policyd eval`."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from policyd.cel import runtime as rt
+from policyd.cel import syntax as ast
+from policyd.cel.codegen import container_candidates, generate_function
+from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl
+from policyd.cel.parser import parse_cel
+from policyd.cel.stdlib import standard_functions
+from policyd.cel.types import DYN, CelType
+from policyd.errors import CelError, CelEvalError, SourceSpan
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def library_functions() -> dict[str, FunctionDecl]:
+    """The standard library plus the Kubernetes CEL library declarations."""
+    functions = dict(standard_functions())
+    k8s = _optional("policyd.cel.k8s")
+    if k8s is not None:
+        functions.update(k8s.k8s_functions())
+    return functions
+
+
+def standard_env(
+    variables: Mapping[str, CelType] = _EMPTY,
+    functions: Mapping[str, FunctionDecl] = _EMPTY,
+    **kw: Any,
+) -> CelEnv:
+    """A CelEnv with the standard and Kubernetes libraries plus the given declarations."""
+    all_functions = library_functions()
+    all_functions.update(functions)
+    return CelEnv(variables=dict(variables), functions=all_functions, **kw)
+
+
+class CelCompileError(CelError):
+    """A CelError carrying every checker issue (`.issues`)."""
+
+    def __init__(self, message: str, offset: int, line: int, column: int, issues: tuple[CheckIssue, ...]):
+        super().__init__(message, offset, line, column)
+        self.issues = issues
+
+
+@dataclass
+class CompiledExpression:
+    """A compiled CEL expression: checked type, cost, reads, generated source and the function."""
+
+    type: CelType
+    cost: int
+    reads: frozenset[str]
+    python_source: str
+    params: tuple[str, ...]
+    fn: Callable[..., Any]
+    ast: ast.Expr | None = None
+    check_result: CheckResult | None = None
+    span: SourceSpan | None = None
+    globals: dict[str, Any] = field(default_factory=dict)
+
+    def evaluate(self, activation: Mapping[str, Any] = _EMPTY) -> Any:
+        """Evaluate with variables from `activation`; raises CelEvalError."""
+        try:
+            args = [activation[p] for p in self.params]
+        except KeyError as e:
+            raise CelEvalError(f"no value for variable {e.args[0]!r}") from None
+        try:
+            return self.fn(*args)
+        except CelEvalError:
+            raise
+        except rt.EVAL_ERRORS as e:
+            raise rt.as_eval_error(e) from None
+
+
+def _line_col(text: str | None, offset: int) -> tuple[int, int]:
+    if text is None:
+        return 1, 1
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def reads_of(expr: ast.Expr, env: CelEnv) -> frozenset[str]:
+    """Field paths read (`var` or `var.field`) by a simple AST walk (fallback without the checker)."""
+    out: set[str] = set()
+
+    def declared(name: str) -> str | None:
+        for cand in container_candidates(name, env.container):
+            if cand in env.variables:
+                return cand
+        return None
+
+    def walk(e: Any, locals_: frozenset[str]) -> None:
+        if isinstance(e, ast.Select) and isinstance(e.operand, ast.Ident) and e.operand.name not in locals_:
+            var = declared(e.operand.name)
+            if var is not None:
+                out.add(var if var == "cluster" else f"{var}.{e.field}")
+                return
+        if isinstance(e, ast.Ident):
+            if e.name not in locals_:
+                var = declared(e.name)
+                if var is not None:
+                    out.add(var)
+            return
+        if isinstance(e, ast.Comprehension):
+            walk(e.iter_range, locals_)
+            walk(e.accu_init, locals_)
+            inner = locals_ | {e.iter_var, e.accu_var}
+            for sub in (e.loop_condition, e.loop_step):
+                walk(sub, inner)
+            walk(e.result, locals_ | {e.accu_var})
+            return
+        if isinstance(e, ast.Node):
+            for value in vars(e).values():
+                if isinstance(value, tuple):
+                    for v in value:
+                        walk(v, locals_)
+                elif isinstance(value, ast.Node):
+                    walk(value, locals_)
+
+    walk(expr, frozenset())
+    return frozenset(out)
+
+
+def compile_expression(
+    text_or_ast: str | ast.Expr,
+    env: CelEnv,
+    *,
+    check: bool = True,
+    span: SourceSpan | None = None,
+) -> CompiledExpression:
+    """Parse (if text), type-check, estimate and compile one CEL expression; raises CelError."""
+    text = text_or_ast if isinstance(text_or_ast, str) else None
+    expr = parse_cel(text_or_ast, macros=env.macros) if isinstance(text_or_ast, str) else text_or_ast
+    result: CheckResult | None = None
+    typ: CelType = DYN
+    checker = _optional("policyd.cel.checker") if check else None
+    if checker is not None:
+        result = checker.check(expr, env)
+        if result.issues:
+            first = result.issues[0]
+            line, column = _line_col(text, first.offset)
+            raise CelCompileError(first.message, first.offset, line, column, tuple(result.issues))
+        typ = result.type
+    cost = 0
+    coster = _optional("policyd.cel.cost") if result is not None else None
+    if coster is not None:
+        cost = int(coster.estimate(expr, result, env))
+        if env.cost_limit is not None and cost > env.cost_limit:
+            line, column = _line_col(text, expr.offset)
+            raise CelCompileError(
+                f"estimated cost {cost} exceeds the limit {env.cost_limit}", expr.offset, line, column, ()
+            )
+    reads = result.reads if result is not None else reads_of(expr, env)
+    try:
+        generated = generate_function(expr, result, env)
+    except CelError as e:
+        line, column = _line_col(text, e.offset)
+        raise CelCompileError(e.message, e.offset, line, column, ()) from None
+    fn = generated.compile()
+    return CompiledExpression(
+        type=typ,
+        cost=cost,
+        reads=reads,
+        python_source=generated.source,
+        params=generated.params,
+        fn=fn,
+        ast=expr,
+        check_result=result,
+        span=span,
+        globals=generated.globals,
+    )

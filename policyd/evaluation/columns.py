@@ -1,0 +1,251 @@
+"""Node state held column-wise for vectorised policy evaluation (`policyd.compiler.lowering`).
+
+One row per node, in the cache's order. Resource maps (`allocatable`, `requested`, `nonZeroRequested`,
+`capacity`; `free` is derived) are int64 columns per resource name with a presence mask (a key absent
+from the node's map reads as an error, as in CEL); `podCount`, `unschedulable` and `ready` are plain
+columns; every label key is a categorical column (int32 codes into a per-key vocabulary, -1 where the
+node lacks the key); `taints`, `name`, `images` and whole `labels` maps are categorical columns over interned
+values, so an expression reading only them is evaluated once per distinct value. The node's `.cel` dict
+is kept per row for the rare expression that needs the whole node.
+
+Updates are incremental: `set_node(row, cel)` (node add/update) rewrites one row, `add_pod(row,
+requests, non_zero)` / `remove_pod(...)` adjust the allocation columns, `remove_node(row)` marks a row
+dead. Columns grow by doubling; nothing is rebuilt per pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from policyd.cel.values import freeze
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+CodeArray = npt.NDArray[np.int32]
+
+RESOURCE_MAPS = ("allocatable", "requested", "nonZeroRequested", "capacity")
+ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage", "pods")
+
+
+class Categorical:
+    """A categorical column: `codes[row]` indexes `values`; `-1` means absent."""
+
+    def __init__(self, capacity: int) -> None:
+        self.codes: CodeArray = np.full(capacity, -1, dtype=np.int32)
+        self.values: list[Any] = []
+        self._index: dict[Hashable, int] = {}
+
+    def code_of(self, value: Any, key: Hashable | None = None) -> int:
+        """The code of `value`, interning it when new."""
+        k = value if key is None else key
+        code = self._index.get(k)
+        if code is None:
+            code = len(self.values)
+            self._index[k] = code
+            self.values.append(value)
+        return code
+
+    def lookup(self, value: Any) -> int:
+        """The code of `value`, or -2 when it never occurred (matches no row)."""
+        return self._index.get(value, -2)
+
+    def grow(self, capacity: int) -> None:
+        """Extend to `capacity` rows (new rows absent)."""
+        extra = capacity - len(self.codes)
+        if extra > 0:
+            self.codes = np.concatenate([self.codes, np.full(extra, -1, dtype=np.int32)])
+
+
+class ResourceColumn:
+    """One resource of one resource map: values and presence per row."""
+
+    def __init__(self, capacity: int) -> None:
+        self.values: IntArray = np.zeros(capacity, dtype=np.int64)
+        self.present: BoolArray = np.zeros(capacity, dtype=bool)
+
+    def grow(self, capacity: int) -> None:
+        """Extend to `capacity` rows (new rows absent)."""
+        extra = capacity - len(self.values)
+        if extra > 0:
+            self.values = np.concatenate([self.values, np.zeros(extra, dtype=np.int64)])
+            self.present = np.concatenate([self.present, np.zeros(extra, dtype=bool)])
+
+
+class NodeColumns:
+    """Column-wise node state; rows are node indexes in the cache's order."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = max(1, capacity)
+        self.size = 0
+        self.names: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.cels: list[Mapping[str, Any] | None] = []
+        self.alive: BoolArray = np.zeros(self.capacity, dtype=bool)
+        self.pod_count: IntArray = np.zeros(self.capacity, dtype=np.int64)
+        self.unschedulable: BoolArray = np.zeros(self.capacity, dtype=bool)
+        self.ready: BoolArray = np.zeros(self.capacity, dtype=bool)
+        self.resources: dict[str, dict[str, ResourceColumn]] = {m: {} for m in RESOURCE_MAPS}
+        self.labels: dict[str, Categorical] = {}
+        self.whole: dict[str, Categorical] = {
+            "taints": Categorical(self.capacity),
+            "labels": Categorical(self.capacity),
+            "name": Categorical(self.capacity),
+            "images": Categorical(self.capacity),
+        }
+        # bumped on every change: evaluation caches key on it
+        self.version = 0
+
+    # -- structure ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _grow(self, need: int) -> None:
+        if need <= self.capacity:
+            return
+        cap = self.capacity
+        while cap < need:
+            cap *= 2
+        extra = cap - self.capacity
+        self.alive = np.concatenate([self.alive, np.zeros(extra, dtype=bool)])
+        self.pod_count = np.concatenate([self.pod_count, np.zeros(extra, dtype=np.int64)])
+        self.unschedulable = np.concatenate([self.unschedulable, np.zeros(extra, dtype=bool)])
+        self.ready = np.concatenate([self.ready, np.zeros(extra, dtype=bool)])
+        for columns in self.resources.values():
+            for col in columns.values():
+                col.grow(cap)
+        for cat in (*self.labels.values(), *self.whole.values()):
+            cat.grow(cap)
+        self.capacity = cap
+
+    def resource(self, map_name: str, resource: str) -> ResourceColumn:
+        """The column of `resource` in resource map `map_name` (created absent everywhere when new)."""
+        columns = self.resources[map_name]
+        col = columns.get(resource)
+        if col is None:
+            col = columns[resource] = ResourceColumn(self.capacity)
+        return col
+
+    def label(self, key: str) -> Categorical:
+        """The categorical column of label `key` (created absent everywhere when new)."""
+        cat = self.labels.get(key)
+        if cat is None:
+            cat = self.labels[key] = Categorical(self.capacity)
+        return cat
+
+    # -- node events ----------------------------------------------------------------------------
+
+    def add_node(self, cel: Mapping[str, Any]) -> int:
+        """Append a node (its `.cel` dict, pods already counted in it); returns its row."""
+        row = self.size
+        self._grow(row + 1)
+        self.size += 1
+        name = str(cel.get("name", ""))
+        self.names.append(name)
+        self.cels.append(None)
+        self.row_of[name] = row
+        self.set_node(row, cel)
+        return row
+
+    def set_node(self, row: int, cel: Mapping[str, Any]) -> None:
+        """Rewrite row `row` from a node's `.cel` dict (node update, or resynchronisation)."""
+        self.version += 1
+        self.cels[row] = cel
+        self.alive[row] = True
+        self.unschedulable[row] = bool(cel.get("unschedulable", False))
+        self.ready[row] = bool(cel.get("ready", False))
+        self.pod_count[row] = int(cel.get("podCount", 0))
+        for map_name in RESOURCE_MAPS:
+            values: Mapping[str, int] = cel.get(map_name) or {}
+            for res, col in self.resources[map_name].items():
+                if res not in values:
+                    col.present[row] = False
+                    col.values[row] = 0
+            for res, amount in values.items():
+                col = self.resource(map_name, res)
+                col.present[row] = True
+                col.values[row] = amount
+        labels: Mapping[str, str] = cel.get("labels") or {}
+        for key, cat in self.labels.items():
+            if key not in labels:
+                cat.codes[row] = -1
+        for key, value in labels.items():
+            cat = self.label(key)
+            cat.codes[row] = cat.code_of(value)
+        taints = cel.get("taints") or []
+        self.whole["taints"].codes[row] = self.whole["taints"].code_of(taints, freeze(taints))
+        self.whole["labels"].codes[row] = self.whole["labels"].code_of(labels, freeze(labels))
+        self.whole["name"].codes[row] = self.whole["name"].code_of(cel.get("name", ""))
+        images = cel.get("images") or {}
+        self.whole["images"].codes[row] = self.whole["images"].code_of(images, freeze(images))
+
+    def remove_node(self, row: int) -> None:
+        """Mark row `row` dead (rows keep their positions)."""
+        self.version += 1
+        self.alive[row] = False
+        self.cels[row] = None
+        self.row_of.pop(self.names[row], None)
+
+    # -- pod events -----------------------------------------------------------------------------
+
+    def add_pod(
+        self, row: int, requests: Mapping[str, int], non_zero: Mapping[str, int], sign: int = 1
+    ) -> None:
+        """Count a pod's requests against row `row` (sign -1: remove it), as `NodeState.add_pod`."""
+        self.version += 1
+        for res, amount in requests.items():
+            col = self.resource("requested", res)
+            col.values[row] += sign * amount
+            col.present[row] = True
+        pods = self.resource("requested", "pods")
+        pods.values[row] += sign
+        pods.present[row] = True
+        for res, amount in non_zero.items():
+            col = self.resource("nonZeroRequested", res)
+            col.values[row] += sign * amount
+            col.present[row] = True
+        self.pod_count[row] += sign
+
+    def remove_pod(self, row: int, requests: Mapping[str, int], non_zero: Mapping[str, int]) -> None:
+        """Stop counting a pod's requests against row `row`."""
+        self.add_pod(row, requests, non_zero, sign=-1)
+
+    # -- derived columns ------------------------------------------------------------------------
+
+    def free(self, resource: str) -> tuple[IntArray, BoolArray]:
+        """`node.free[resource]` values and presence (allocatable - requested, keys of allocatable)."""
+        alloc = self.resources["allocatable"].get(resource)
+        if alloc is None:
+            zeros = np.zeros(self.size, dtype=np.int64)
+            return zeros, np.zeros(self.size, dtype=bool)
+        req = self.resources["requested"].get(resource)
+        values = alloc.values[: self.size]
+        if req is not None:
+            values = values - req.values[: self.size]
+        return values, alloc.present[: self.size]
+
+    def column(self, map_name: str, resource: str) -> tuple[IntArray, BoolArray]:
+        """Values and presence of `node.<map_name>[resource]` over the live rows' range."""
+        if map_name == "free":
+            return self.free(resource)
+        col = self.resources[map_name].get(resource)
+        if col is None:
+            return np.zeros(self.size, dtype=np.int64), np.zeros(self.size, dtype=bool)
+        return col.values[: self.size], col.present[: self.size]
+
+    def rows(self, names: Iterable[str]) -> list[int]:
+        """Rows of the nodes named `names`."""
+        return [self.row_of[n] for n in names]
+
+    @classmethod
+    def from_nodes(cls, cels: Iterable[Mapping[str, Any]]) -> NodeColumns:
+        """Columns of the nodes whose `.cel` dicts are `cels`, in order."""
+        items = list(cels)
+        columns = cls(max(1, len(items)))
+        for cel in items:
+            columns.add_node(cel)
+        return columns

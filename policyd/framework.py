@@ -1,0 +1,162 @@
+"""The compiled plugin objects: the only thing the runtime sees of a policy.
+
+The compiler (policyd.compiler.codegen) turns a set of policy IRs into one `CompiledPolicySet`
+per generation. The runtime calls these objects; it never sees policy text or syntax trees.
+
+Values passed in are the CEL-visible object dicts built once at the cache boundary by
+`policyd.scheduler.cluster.views` (see docs/DESIGN.md, "CEL-visible objects"): `pod` and `node` are plain dicts
+(`PodView.cel`, `NodeView.cel`); `cluster` is the runtime's cluster view object, implementing the
+functions declared in `policyd.policy.cluster_decls`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+CelObject = Mapping[str, Any]
+Normalize = Literal["none", "max", "reverse", "minmax", "reverse-minmax"]
+
+MAX_NODE_SCORE = 100
+
+
+@dataclass(frozen=True)
+class RuleRef:
+    """Identifies a rule: the policy it comes from, its name and where it was written."""
+
+    policy: str
+    name: str
+    file: str = ""
+    line: int = 0
+    column: int = 0
+
+
+@dataclass(frozen=True)
+class FilterFailure:
+    """Why a node was rejected: the first failing rule and its reason(s) (kube-scheduler style)."""
+
+    rule: RuleRef
+    reasons: tuple[str, ...]
+    # True when the failure is an evaluation error rather than a `false` verdict
+    error: bool = False
+    # True when removing pods from the node cannot help (kube-scheduler UnschedulableAndUnresolvable)
+    unresolvable: bool = False
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    """One rule's verdict for one node (used by explanations)."""
+
+    rule: RuleRef
+    passed: bool
+    reasons: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoreRule:
+    """Static description of one score rule of a profile."""
+
+    rule: RuleRef
+    weight: int
+    normalize: Normalize
+
+
+class PodEvaluator(Protocol):
+    """Evaluates one pod's rules against nodes; created once per pod per cycle (PreFilter)."""
+
+    def filter(self, node: CelObject) -> FilterFailure | None:
+        """The first failing filter rule for `node`, or None when every filter passes."""
+        ...
+
+    def filter_all(self, node: CelObject) -> list[FilterResult]:
+        """Every filter rule's verdict for `node` (no short-circuit; for explanations)."""
+        ...
+
+    def score(self, node: CelObject) -> list[float]:
+        """Raw (un-normalised) scores, one per `CompiledProfile.scores` entry, for a feasible node."""
+        ...
+
+
+@dataclass(frozen=True)
+class PreemptionSpec:
+    """Compiled preemption rules of a profile."""
+
+    may_preempt: Any  # Callable[[CelObject], bool]: may this pod preempt at all
+    eligible_victim: Any  # Callable[[CelObject, CelObject], bool]: (pod, victim) -> may be evicted
+    honor_pdb: bool = True
+
+
+@dataclass(frozen=True)
+class PermitSpec:
+    """Compiled gang-scheduling rule: pods of one group wait until `min_members` are reserved."""
+
+    rule: RuleRef
+    group: Any  # Callable[[CelObject], str | None]: group key of a pod, None = not gang-scheduled
+    min_members: Any  # Callable[[CelObject], int]
+    timeout_seconds: float
+
+
+class CompiledProfile(Protocol):
+    """Everything the runtime needs to schedule the pods of one scheduler name."""
+
+    scheduler_name: str
+    policies: tuple[str, ...]
+    filters: tuple[RuleRef, ...]
+    scores: tuple[ScoreRule, ...]
+    preemption: PreemptionSpec
+    permits: tuple[PermitSpec, ...]
+
+    def applies(self, pod: CelObject) -> bool:
+        """True when at least one policy of this profile matches the pod."""
+        ...
+
+    def queue_key(self, pod: CelObject) -> tuple[Any, ...]:
+        """Sort key for the active queue (smaller first); the runtime appends enqueue time, ns/name."""
+        ...
+
+    def evaluator(self, pod: CelObject, cluster: Any) -> PodEvaluator:
+        """Prepare the per-pod evaluation (pod-only `let`s evaluated once here)."""
+        ...
+
+    def wake_events(self, rule: RuleRef) -> frozenset[str]:
+        """Cluster event kinds that may make a pod rejected by `rule` schedulable (queueing hints)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CompiledPolicySet:
+    """One generation of compiled policies: profiles by scheduler name."""
+
+    generation: int
+    content_hash: str
+    profiles: Mapping[str, CompiledProfile]
+    sources: Sequence[str] = field(default_factory=tuple)
+
+
+# Event kinds used by `wake_events` (the runtime maps informer events onto these).
+EVENT_NODE_ADD = "NodeAdd"
+EVENT_NODE_LABELS = "NodeLabelsChange"
+EVENT_NODE_TAINTS = "NodeTaintsChange"
+EVENT_NODE_ALLOCATABLE = "NodeAllocatableChange"
+EVENT_NODE_SPEC = "NodeSpecChange"  # unschedulable flag and other spec fields
+EVENT_NODE_OTHER = "NodeOtherChange"  # status, images, conditions, annotations
+EVENT_POD_ASSIGNED_ADD = "AssignedPodAdd"
+EVENT_POD_ASSIGNED_UPDATE = "AssignedPodUpdate"
+EVENT_POD_ASSIGNED_DELETE = "AssignedPodDelete"
+EVENT_POLICY_CHANGE = "PolicyChange"
+ALL_EVENTS = frozenset(
+    {
+        EVENT_NODE_ADD,
+        EVENT_NODE_LABELS,
+        EVENT_NODE_TAINTS,
+        EVENT_NODE_ALLOCATABLE,
+        EVENT_NODE_SPEC,
+        EVENT_NODE_OTHER,
+        EVENT_POD_ASSIGNED_ADD,
+        EVENT_POD_ASSIGNED_UPDATE,
+        EVENT_POD_ASSIGNED_DELETE,
+        EVENT_POLICY_CHANGE,
+    }
+)

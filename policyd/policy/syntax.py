@@ -1,0 +1,177 @@
+"""The policy IR: what both policy syntaxes (`.policy` text, YAML) become.
+
+Every expression keeps its CEL syntax tree and a `SourceMap`, so a checker issue at an expression
+offset can be reported at a file line and column. Names keep the span of the name token, so
+duplicate-name errors point at the second name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from policyd.cel import syntax as cel_ast
+from policyd.errors import Diagnostic, Severity, SourceSpan
+from policyd.framework import Normalize
+from policyd.policy.source import SourceMap
+
+NORMALIZE_VALUES: tuple[Normalize, ...] = ("none", "max", "reverse", "minmax", "reverse-minmax")
+PDB_VALUES = ("honor", "ignore")
+DIRECTIONS = ("asc", "desc")
+DEFAULT_PROFILES = ("policyd",)
+
+Direction = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True, eq=False)
+class Expression:
+    """A CEL expression in a policy: its text, syntax tree and where it was written."""
+
+    text: str
+    ast: cel_ast.Expr
+    source: SourceMap
+    # offset of the expression's first character in the offsets the AST uses
+    start: int = 0
+
+    @property
+    def span(self) -> SourceSpan:
+        """Where the expression starts in its file."""
+        return self.source.span(self.start, self.start + len(self.text))
+
+    def diagnostic(
+        self, severity: Severity, message: str, offset: int | None = None, code: str = ""
+    ) -> Diagnostic:
+        """A diagnostic at an AST offset of this expression (default: its start)."""
+        return self.source.diagnostic(severity, message, self.start if offset is None else offset, code=code)
+
+
+@dataclass(frozen=True)
+class Name:
+    """A declared name and the span of its token."""
+
+    value: str
+    span: SourceSpan
+    source_line: str = ""
+
+    def diagnostic(self, severity: Severity, message: str, code: str = "") -> Diagnostic:
+        """A diagnostic pointing at this name."""
+        return Diagnostic(severity, message, self.span, code, self.source_line or None)
+
+
+@dataclass(frozen=True)
+class Let:
+    """`let NAME = EXPR`: lazily evaluated, at most once per evaluation."""
+
+    name: Name
+    expr: Expression
+
+
+@dataclass(frozen=True)
+class FilterRule:
+    """`filter NAME {expr, reason, unresolvable}`; reason: fixed text, a CEL string/list(string), or None.
+
+    `unresolvable` (a constant or a CEL bool evaluated only when the rule fails) marks a failure that
+    removing pods from the node cannot fix (kube-scheduler's UnschedulableAndUnresolvable): preemption
+    skips such nodes.
+    """
+
+    name: Name
+    expr: Expression
+    reason: Expression | str | None = None
+    unresolvable: Expression | bool = False
+
+
+@dataclass(frozen=True)
+class ScoreRule:
+    """`score NAME {expr, weight, normalize}`."""
+
+    name: Name
+    expr: Expression
+    weight: int = 1
+    normalize: Normalize = "none"
+
+
+@dataclass(frozen=True)
+class QueueKey:
+    """One `order EXPR asc|desc` entry."""
+
+    expr: Expression
+    direction: Direction = "asc"
+
+
+@dataclass(frozen=True)
+class Queue:
+    """`queue { order ... }`; `span` is the `queue` keyword."""
+
+    keys: tuple[QueueKey, ...]
+    span: SourceSpan
+    source_line: str = ""
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """`preemption {enabled, victims, pdb}`; absent fields take kube-scheduler's defaults."""
+
+    span: SourceSpan
+    enabled: Expression | None = None
+    victims: Expression | None = None
+    honor_pdb: bool = True
+    source_line: str = ""
+
+
+@dataclass(frozen=True)
+class Permit:
+    """`permit NAME {group, minMember, timeout}`: gang scheduling."""
+
+    name: Name
+    group: Expression
+    min_member: Expression
+    timeout: Expression | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy, from either syntax."""
+
+    name: Name
+    file: str
+    profiles: tuple[str, ...] = DEFAULT_PROFILES
+    match: Expression | None = None
+    lets: tuple[Let, ...] = ()
+    filters: tuple[FilterRule, ...] = ()
+    scores: tuple[ScoreRule, ...] = ()
+    queue: Queue | None = None
+    preemption: Preemption | None = None
+    permits: tuple[Permit, ...] = ()
+    # source text of the whole file (for the content hash)
+    source_text: str = ""
+
+    @property
+    def span(self) -> SourceSpan:
+        """Where the policy's name is written."""
+        return self.name.span
+
+    def expressions(self) -> list[tuple[str, Expression]]:
+        """Every expression of the policy with a short label of where it is used."""
+        out: list[tuple[str, Expression]] = []
+        if self.match is not None:
+            out.append(("match", self.match))
+        out.extend((f"let {let.name.value}", let.expr) for let in self.lets)
+        for f in self.filters:
+            out.append((f"filter {f.name.value}", f.expr))
+            if isinstance(f.reason, Expression):
+                out.append((f"filter {f.name.value} reason", f.reason))
+        out.extend((f"score {s.name.value}", s.expr) for s in self.scores)
+        if self.queue is not None:
+            out.extend(("queue order", k.expr) for k in self.queue.keys)
+        if self.preemption is not None:
+            if self.preemption.enabled is not None:
+                out.append(("preemption enabled", self.preemption.enabled))
+            if self.preemption.victims is not None:
+                out.append(("preemption victims", self.preemption.victims))
+        for p in self.permits:
+            out.append((f"permit {p.name.value} group", p.group))
+            out.append((f"permit {p.name.value} minMember", p.min_member))
+            if p.timeout is not None:
+                out.append((f"permit {p.name.value} timeout", p.timeout))
+        return out

@@ -1,0 +1,283 @@
+"""The YAML form (`apiVersion: policyd.io/v1alpha1`, `kind: SchedulingPolicy`) -> policy IR.
+
+Each document is validated against `policyd/schemas/policy.schema.json` (JSON Schema Draft 2020-12); schema
+errors are reported at the YAML node they concern (the composed node's marks). CEL in scalars is
+parsed from the scalar's value and mapped back to the file with `SourceMap.for_yaml_scalar`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jsonschema
+import yaml
+
+from policyd import shipped
+from policyd.cel.parser import parse_cel
+from policyd.errors import CelError, Diagnostic
+from policyd.policy import syntax as ir
+from policyd.policy.source import SourceFile, SourceMap
+from policyd.policy.text_form import ParseResult
+
+API_VERSION = "policyd.io/v1alpha1"
+KIND = "SchedulingPolicy"
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(shipped.schema("policy"))
+
+
+def parse_policy_yaml(text: str, path: str = "<input>") -> ParseResult:
+    """Parse every `SchedulingPolicy` document of a YAML file; problems become diagnostics."""
+    source = SourceFile(path, text)
+    result = ParseResult()
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            data = loader.construct_document(node)
+            if data is None:
+                continue
+            _Document(source, node, result.diagnostics).build(data, result.policies)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        offset = mark.index if mark is not None else 0
+        message = f"invalid YAML: {e.problem or e.context or 'syntax error'}"
+        result.diagnostics.append(source.diagnostic("error", message, offset, code="yaml"))
+    except yaml.YAMLError as e:  # pragma: no cover - non-positioned PyYAML errors
+        result.diagnostics.append(source.diagnostic("error", f"invalid YAML: {e}", 0, code="yaml"))
+    finally:
+        loader.dispose()
+    return result
+
+
+def _path_text(path: Sequence[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "document"
+
+
+class _Document:
+    """One YAML document: schema validation at node positions, then the IR."""
+
+    def __init__(self, source: SourceFile, root: yaml.Node, diagnostics: list[Diagnostic]) -> None:
+        self.source = source
+        self.root = root
+        self.diagnostics = diagnostics
+
+    # -- nodes -----------------------------------------------------------------------------------
+
+    def error_at(self, node: yaml.Node, message: str, code: str) -> None:
+        """Record an error spanning a YAML node (its first line when the node spans several)."""
+        start = node.start_mark.index
+        end = node.end_mark.index
+        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+            end = start + 1
+        self.diagnostics.append(self.source.diagnostic("error", message, start, end, code))
+
+    def node_at(self, path: Sequence[Any]) -> tuple[yaml.Node, yaml.Node | None]:
+        """The node at a JSON path and, when it is a mapping value, its key node."""
+        node: yaml.Node = self.root
+        key_node: yaml.Node | None = None
+        for part in path:
+            if isinstance(node, yaml.MappingNode):
+                for k, v in node.value:
+                    if k.value == part or (isinstance(part, int) and k.value == str(part)):
+                        node, key_node = v, k
+                        break
+                else:
+                    return node, key_node
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                node, key_node = node.value[part], None
+            else:
+                return node, key_node
+        return node, key_node
+
+    def key_node(self, mapping: yaml.Node, key: str) -> yaml.Node | None:
+        """The key node `key` of a mapping node."""
+        if isinstance(mapping, yaml.MappingNode):
+            for k, _ in mapping.value:
+                if k.value == key:
+                    return k
+        return None
+
+    def duplicate_keys(self, node: yaml.Node) -> bool:
+        """Report mapping keys given twice anywhere under `node`; True when one was found."""
+        found = False
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in seen:
+                        self.error_at(k, f"duplicate key {k.value!r}", "duplicate-key")
+                        found = True
+                    seen.add(k.value)
+                found = self.duplicate_keys(v) or found
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                found = self.duplicate_keys(item) or found
+        return found
+
+    # -- schema ----------------------------------------------------------------------------------
+
+    def validate(self, data: Any) -> bool:
+        """Validate against the schema; True when the document is valid."""
+        errors = list(_validator().iter_errors(data))
+        first = len(self.diagnostics)
+        for error in errors:
+            path = list(error.absolute_path)
+            node, key = self.node_at(path)
+            where = _path_text(path)
+            if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+                allowed = error.schema.get("properties", {})
+                extras = [k for k in error.instance if k not in allowed]
+                for extra in extras:
+                    target = self.key_node(node, str(extra)) or node
+                    names = ", ".join(allowed)
+                    message = f"{where}: unknown field {extra!r} (allowed: {names})"
+                    self.error_at(target, message, "schema")
+                continue
+            if error.validator == "required":
+                message = f"{where}: {error.message}"
+                self.error_at(key or node, message, "schema")
+                continue
+            message = f"{where}: {error.message}"
+            self.error_at(node, message, "schema")
+        self.diagnostics[first:] = sorted(
+            self.diagnostics[first:], key=lambda d: (d.span.line, d.span.column)
+        )
+        return not errors
+
+    # -- IR --------------------------------------------------------------------------------------
+
+    def build(self, data: Any, out: list[ir.Policy]) -> None:
+        """Validate the document and append its policy to `out` when it is valid."""
+        if self.duplicate_keys(self.root) | (not self.validate(data)):
+            return
+        name_node, _ = self.node_at(["metadata", "name"])
+        spec = data.get("spec") or {}
+        policy = ir.Policy(
+            name=self.name(name_node),
+            file=self.source.path,
+            profiles=tuple(spec.get("profiles", ir.DEFAULT_PROFILES)),
+            match=self.expr(["spec", "match"]) if "match" in spec else None,
+            lets=tuple(self.lets(spec)),
+            filters=tuple(self.filters(spec)),
+            scores=tuple(self.scores(spec)),
+            queue=self.queue(spec),
+            preemption=self.preemption(spec),
+            permits=tuple(self.permits(spec)),
+            source_text=self.source.text,
+        )
+        out.append(policy)
+
+    def name(self, node: yaml.Node) -> ir.Name:
+        """An `ir.Name` at a scalar node."""
+        span = self.source.span(node.start_mark.index, node.end_mark.index)
+        return ir.Name(str(node.value), span, self.source.line_text(span.line))
+
+    def expr(self, path: list[Any]) -> ir.Expression | None:
+        """The CEL expression at a JSON path (None after reporting a syntax error)."""
+        node, _ = self.node_at(path)
+        smap = SourceMap.for_yaml_scalar(self.source, node)
+        text = str(node.value)
+        if node.tag.endswith(":bool"):
+            text = "true" if text.lower() in ("true", "yes", "on", "y") else "false"
+            smap = SourceMap(self.source, node.start_mark.index)
+        try:
+            tree = parse_cel(text)
+        except CelError as e:
+            self.diagnostics.append(smap.diagnostic("error", e.message, e.offset, code="cel-syntax"))
+            return None
+        return ir.Expression(text, tree, smap, 0)
+
+    def lets(self, spec: dict[str, Any]) -> list[ir.Let]:
+        """`spec.lets`."""
+        out: list[ir.Let] = []
+        for i, _ in enumerate(spec.get("lets", ())):
+            expr = self.expr(["spec", "lets", i, "expr"])
+            if expr is not None:
+                out.append(ir.Let(self.name(self.node_at(["spec", "lets", i, "name"])[0]), expr))
+        return out
+
+    def filters(self, spec: dict[str, Any]) -> list[ir.FilterRule]:
+        """`spec.filters`."""
+        out: list[ir.FilterRule] = []
+        for i, item in enumerate(spec.get("filters", ())):
+            base = ["spec", "filters", i]
+            name = self.name(self.node_at([*base, "name"])[0])
+            expr = self.expr([*base, "expr"])
+            reason: ir.Expression | str | None = item.get("reason")
+            if "reasonExpr" in item:
+                if "reason" in item:
+                    key = self.key_node(self.node_at(base)[0], "reasonExpr")
+                    self.error_at(key or self.root, "reason and reasonExpr are exclusive", "schema")
+                reason = self.expr([*base, "reasonExpr"])
+            unresolvable: ir.Expression | bool = False
+            if isinstance(item.get("unresolvable"), bool):
+                unresolvable = item["unresolvable"]
+            elif "unresolvable" in item:
+                unresolvable = self.expr([*base, "unresolvable"]) or False
+            if expr is not None:
+                out.append(ir.FilterRule(name, expr, reason, unresolvable))
+        return out
+
+    def scores(self, spec: dict[str, Any]) -> list[ir.ScoreRule]:
+        """`spec.scores`."""
+        out: list[ir.ScoreRule] = []
+        for i, item in enumerate(spec.get("scores", ())):
+            base = ["spec", "scores", i]
+            expr = self.expr([*base, "expr"])
+            if expr is not None:
+                name = self.name(self.node_at([*base, "name"])[0])
+                out.append(
+                    ir.ScoreRule(name, expr, int(item.get("weight", 1)), item.get("normalize", "none"))
+                )
+        return out
+
+    def queue(self, spec: dict[str, Any]) -> ir.Queue | None:
+        """`spec.queue`."""
+        if "queue" not in spec:
+            return None
+        keys: list[ir.QueueKey] = []
+        for i, item in enumerate(spec["queue"].get("order", ())):
+            expr = self.expr(["spec", "queue", "order", i, "key"])
+            if expr is not None:
+                keys.append(ir.QueueKey(expr, "desc" if item.get("direction") == "desc" else "asc"))
+        _, key = self.node_at(["spec", "queue"])
+        anchor = key or self.root
+        span = self.source.span(anchor.start_mark.index, anchor.end_mark.index)
+        return ir.Queue(tuple(keys), span, self.source.line_text(span.line))
+
+    def preemption(self, spec: dict[str, Any]) -> ir.Preemption | None:
+        """`spec.preemption`."""
+        if "preemption" not in spec:
+            return None
+        section = spec["preemption"] or {}
+        base = ["spec", "preemption"]
+        enabled = self.expr([*base, "enabled"]) if "enabled" in section else None
+        victims = self.expr([*base, "victims"]) if "victims" in section else None
+        _, key = self.node_at(base)
+        anchor = key or self.root
+        span = self.source.span(anchor.start_mark.index, anchor.end_mark.index)
+        honor = section.get("pdb", "honor") != "ignore"
+        return ir.Preemption(span, enabled, victims, honor, self.source.line_text(span.line))
+
+    def permits(self, spec: dict[str, Any]) -> list[ir.Permit]:
+        """`spec.permits`."""
+        out: list[ir.Permit] = []
+        for i, item in enumerate(spec.get("permits", ())):
+            base = ["spec", "permits", i]
+            group = self.expr([*base, "group"])
+            min_member = self.expr([*base, "minMember"])
+            timeout = self.expr([*base, "timeout"]) if "timeout" in item else None
+            if group is not None and min_member is not None:
+                name = self.name(self.node_at([*base, "name"])[0])
+                out.append(ir.Permit(name, group, min_member, timeout))
+        return out

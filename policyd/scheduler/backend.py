@@ -1,0 +1,102 @@
+"""The cluster back-end interface: what both the simulated and the API-server back-ends implement.
+
+A back-end delivers cluster objects to the scheduler (an `EventHandler`, list first then changes)
+and carries out the scheduler's writes. `bind` blocks and is only ever called from the binder's
+bounded worker pool (policyd.scheduler.binder), which makes binding asynchronous for the scheduling
+loop; a back-end with a true `binds_in_memory` attribute (the simulated cluster) is bound inline,
+since threads would only add GIL hand-offs to a bind that does no I/O. Every other write is cheap for the simulated back-end; a real back-end may queue them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from policyd.errors import PolicydError
+from policyd.scheduler.snapshot import PodViewLike
+
+KubeObject = Mapping[str, Any]
+
+
+class BindError(PolicydError):
+    """A bind was refused (conflict, pod gone, node gone); `retry` False drops the pod."""
+
+    def __init__(self, message: str, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+class EventHandler(Protocol):
+    """Receives cluster objects; called from any thread (watch threads, bind workers)."""
+
+    def on_node_add(self, obj: KubeObject) -> None:
+        """A node appeared."""
+        ...
+
+    def on_node_update(self, old: KubeObject, new: KubeObject) -> None:
+        """A node changed."""
+        ...
+
+    def on_node_delete(self, obj: KubeObject) -> None:
+        """A node went away."""
+        ...
+
+    def on_pod_add(self, obj: KubeObject) -> None:
+        """A pod appeared (pending or assigned)."""
+        ...
+
+    def on_pod_update(self, old: KubeObject, new: KubeObject) -> None:
+        """A pod changed (bound, labels, being deleted...)."""
+        ...
+
+    def on_pod_delete(self, obj: KubeObject) -> None:
+        """A pod went away."""
+        ...
+
+    def on_pdb_add(self, obj: KubeObject) -> None:
+        """A PodDisruptionBudget appeared."""
+        ...
+
+    def on_pdb_update(self, old: KubeObject, new: KubeObject) -> None:
+        """A PodDisruptionBudget changed."""
+        ...
+
+    def on_pdb_delete(self, obj: KubeObject) -> None:
+        """A PodDisruptionBudget went away."""
+        ...
+
+    def on_synced(self) -> None:
+        """The initial list of every kind has been delivered."""
+        ...
+
+
+class ClusterBackend(Protocol):
+    """A cluster the scheduler schedules into."""
+
+    def start(self, handler: EventHandler) -> None:
+        """Deliver every current object to `handler`, call `on_synced`, then keep delivering changes."""
+        ...
+
+    def stop(self) -> None:
+        """Stop delivering events and release resources."""
+        ...
+
+    def bind(self, pod: PodViewLike, node: str) -> None:
+        """Bind `pod` to `node` (blocking; raises BindError). Called from binder workers only."""
+        ...
+
+    def delete_pod(self, pod: PodViewLike, grace_seconds: int | None) -> None:
+        """Delete a preemption victim with its grace period (None: the pod's own)."""
+        ...
+
+    def set_nominated_node(self, pod: PodViewLike, node: str | None) -> None:
+        """Set (or clear, with None) status.nominatedNodeName."""
+        ...
+
+    def record_event(self, pod: PodViewLike, event_type: str, reason: str, message: str) -> None:
+        """Record an Event about `pod` (Normal/Warning; Scheduled, FailedScheduling, Preempted)."""
+        ...
+
+    def patch_pod_scheduled(self, pod: PodViewLike, condition: Mapping[str, str]) -> None:
+        """Set the PodScheduled condition of `pod` (status, reason, message)."""
+        ...

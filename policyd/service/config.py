@@ -1,0 +1,244 @@
+"""The `policyd.yaml` configuration: JSON Schema validation, defaults, typed view.
+
+Errors name the failing JSON path (`$.profiles[0].schedulerName: ...`). `defaults()` is the whole
+effective configuration without a file; a file's values override it key by key.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from policyd import shipped
+from policyd.errors import ConfigError
+
+API_VERSION = "policyd.io/v1alpha1"
+KIND = "PolicydConfiguration"
+DEFAULT_SCHEDULER_NAME = "policyd"
+
+
+def defaults() -> dict[str, Any]:
+    """The default configuration as a JSON-shaped dict (what `--write-config-to` writes)."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "profiles": [
+            {
+                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "policySources": [{"path": str(shipped.default_policy())}],
+            }
+        ],
+        "percentageOfNodesToScore": 0,
+        "backoff": {"initialSeconds": 1, "maxSeconds": 10},
+        "bindParallelism": 16,
+        "allowProfileRemoval": False,
+        "clientConnection": {"kubeconfig": "", "master": "", "qps": 50, "burst": 100},
+        "leaderElection": {
+            "leaderElect": True,
+            "leaseDurationSeconds": 15,
+            "renewDeadlineSeconds": 10,
+            "retryPeriodSeconds": 2,
+            "resourceNamespace": "kube-system",
+            "resourceName": "policyd",
+        },
+        "serving": {"bindAddress": "127.0.0.1", "port": 10259},
+    }
+
+
+def write_defaults(path: str | Path) -> None:
+    """Write the default configuration as YAML to `path`."""
+    text = "# policyd configuration (policyd/schemas/config.schema.json)\n" + yaml.safe_dump(
+        defaults(), sort_keys=False
+    )
+    Path(path).write_text(text, encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(shipped.schema("config"))
+
+
+def _json_path(parts: Any) -> str:
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def validate(doc: Any, source: str = "<config>") -> None:
+    """Raise ConfigError naming the JSON path of the first schema violation (deepest first)."""
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
+    if not errors:
+        return
+    best = jsonschema.exceptions.best_match(errors)
+    lines = [f"{source}: {_json_path(best.absolute_path)}: {best.message}"]
+    for err in errors:
+        if err is not best:
+            lines.append(f"{source}: {_json_path(err.absolute_path)}: {err.message}")
+    raise ConfigError("\n".join(lines))
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """Where policies come from: a file/directory path, or a ConfigMap `namespace/name`."""
+
+    path: str = ""
+    config_map: str = ""
+
+    def __str__(self) -> str:
+        return f"configmap:{self.config_map}" if self.config_map else self.path
+
+    @property
+    def config_map_ref(self) -> tuple[str, str]:
+        """(namespace, name) of a ConfigMap source."""
+        ns, _, name = self.config_map.partition("/")
+        return ns, name
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One scheduler name and the policy sources that define it."""
+
+    scheduler_name: str
+    sources: tuple[PolicySource, ...]
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Leader-election settings (seconds)."""
+
+    leader_elect: bool
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Config:
+    """The effective configuration, typed; `raw` is the merged JSON document (for /configz)."""
+
+    profiles: tuple[Profile, ...]
+    percentage_of_nodes_to_score: int
+    backoff_initial: float
+    backoff_max: float
+    bind_parallelism: int
+    # a reload that leaves a profile with no policy is refused unless this is set
+    allow_profile_removal: bool
+    kubeconfig: str
+    master: str
+    qps: float
+    burst: int
+    leader_election: LeaderElection
+    bind_address: str
+    port: int
+    raw: dict[str, Any]
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """Scheduler names of every profile."""
+        return tuple(p.scheduler_name for p in self.profiles)
+
+    def config_map_sources(self) -> tuple[PolicySource, ...]:
+        """Every distinct ConfigMap policy source."""
+        seen: dict[str, PolicySource] = {}
+        for profile in self.profiles:
+            for src in profile.sources:
+                if src.config_map:
+                    seen.setdefault(src.config_map, src)
+        return tuple(seen.values())
+
+
+def _source(doc: dict[str, Any]) -> PolicySource:
+    return PolicySource(path=str(doc.get("path", "")), config_map=str(doc.get("configMap", "")))
+
+
+def from_dict(doc: Any, source: str = "<config>") -> Config:
+    """Validate a configuration document and merge it over the defaults."""
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: $: expected a mapping, got {type(doc).__name__}")
+    validate(doc, source)
+    merged = _merge(defaults(), doc)
+    if "profiles" not in doc and "policySources" in doc:
+        merged["profiles"] = [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
+    shared = [_source(s) for s in doc.get("policySources", [])]
+    profiles = []
+    names: set[str] = set()
+    for i, p in enumerate(merged["profiles"]):
+        name = p["schedulerName"]
+        if name in names:
+            raise ConfigError(f"{source}: $.profiles[{i}].schedulerName: duplicate scheduler name {name!r}")
+        names.add(name)
+        own = [_source(s) for s in p.get("policySources", [])]
+        sources = own or shared or [PolicySource(path=str(shipped.default_policy()))]
+        profiles.append(Profile(name, tuple(sources)))
+    backoff = merged["backoff"]
+    if backoff["initialSeconds"] > backoff["maxSeconds"]:
+        raise ConfigError(f"{source}: $.backoff.initialSeconds: must not exceed backoff.maxSeconds")
+    le = merged["leaderElection"]
+    if not le["leaseDurationSeconds"] > le["renewDeadlineSeconds"] > le["retryPeriodSeconds"]:
+        raise ConfigError(
+            f"{source}: $.leaderElection: need leaseDurationSeconds > renewDeadlineSeconds > retryPeriodSeconds"
+        )
+    client = merged["clientConnection"]
+    serving = merged["serving"]
+    return Config(
+        profiles=tuple(profiles),
+        percentage_of_nodes_to_score=int(merged["percentageOfNodesToScore"]),
+        backoff_initial=float(backoff["initialSeconds"]),
+        backoff_max=float(backoff["maxSeconds"]),
+        bind_parallelism=int(merged["bindParallelism"]),
+        allow_profile_removal=bool(merged["allowProfileRemoval"]),
+        kubeconfig=str(client.get("kubeconfig", "")),
+        master=str(client.get("master", "")),
+        qps=float(client["qps"]),
+        burst=int(client["burst"]),
+        leader_election=LeaderElection(
+            leader_elect=bool(le["leaderElect"]),
+            lease_duration=float(le["leaseDurationSeconds"]),
+            renew_deadline=float(le["renewDeadlineSeconds"]),
+            retry_period=float(le["retryPeriodSeconds"]),
+            namespace=str(le["resourceNamespace"]),
+            name=str(le["resourceName"]),
+        ),
+        bind_address=str(serving["bindAddress"]),
+        port=int(serving["port"]),
+        raw=merged,
+    )
+
+
+def load(path: str | Path | None) -> Config:
+    """Read and validate a `policyd.yaml` (None: the defaults)."""
+    if path is None:
+        return from_dict({}, "<defaults>")
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read: {err.strerror or err}") from err
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}{where}: invalid YAML: {getattr(err, 'problem', err)}") from err
+    return from_dict(doc, str(p))

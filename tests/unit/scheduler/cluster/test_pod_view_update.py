@@ -1,0 +1,104 @@
+"""`pod_view_update` derives the same view `pod_view` converts, for every kind of pod update."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+from policyd.scheduler.cluster.views import PodView, pod_view, pod_view_update
+
+BASE: dict[str, Any] = {
+    "metadata": {
+        "name": "web-1",
+        "namespace": "shop",
+        "uid": "u-1",
+        "resourceVersion": "10",
+        "labels": {"app": "web"},
+        "creationTimestamp": "2024-01-01T00:00:00Z",
+    },
+    "spec": {
+        "schedulerName": "default-scheduler",
+        "priority": 5,
+        "containers": [
+            {
+                "name": "c",
+                "image": "nginx",
+                "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+            }
+        ],
+        "tolerations": [{"key": "k", "operator": "Exists"}],
+    },
+    "status": {"phase": "Pending"},
+}
+
+
+def _bound(obj: dict[str, Any]) -> None:
+    obj["spec"]["nodeName"] = "n1"
+    obj["metadata"]["resourceVersion"] = "11"
+    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+
+
+def _nominated(obj: dict[str, Any]) -> None:
+    obj["status"]["nominatedNodeName"] = "n2"
+    obj["metadata"]["resourceVersion"] = "12"
+
+
+def _running(obj: dict[str, Any]) -> None:
+    _bound(obj)
+    obj["status"].update(phase="Running", startTime="2024-01-01T00:01:00Z")
+
+
+def _no_rv(obj: dict[str, Any]) -> None:
+    del obj["metadata"]["resourceVersion"]
+    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+
+
+def _relabelled(obj: dict[str, Any]) -> None:
+    obj["metadata"]["labels"] = {"app": "db"}
+
+
+def _resized(obj: dict[str, Any]) -> None:
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+
+
+def _deleting(obj: dict[str, Any]) -> None:
+    obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
+
+
+def _same_view(a: PodView, b: PodView) -> None:
+    for f in fields(PodView):
+        if f.name != "raw":
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
+    assert a.raw is not None and b.raw is not None
+
+
+@pytest.mark.parametrize("change", [_bound, _nominated, _running, _no_rv, _relabelled, _resized, _deleting])
+def test_update_equals_fresh_conversion(change: Any) -> None:
+    prev = pod_view(BASE)
+    new = copy.deepcopy(BASE)
+    change(new)
+    derived = pod_view_update(prev, new)
+    _same_view(derived, pod_view(new))
+    assert derived.raw is new
+
+
+def test_assumed_view_is_a_valid_base() -> None:
+    """The cache holds `with_node` copies of queued pods; updates derive from them too."""
+    prev = pod_view(BASE).with_node("n1")
+    new = copy.deepcopy(BASE)
+    _bound(new)
+    _same_view(pod_view_update(prev, new), pod_view(new))
+
+
+def test_derived_view_does_not_share_mutable_parts() -> None:
+    prev = pod_view(BASE)
+    new = copy.deepcopy(BASE)
+    _bound(new)
+    derived = pod_view_update(prev, new)
+    assert derived.cel["spec"] is not prev.cel["spec"]
+    assert "nodeName" not in prev.cel["spec"]
+    assert prev.cel["metadata"]["resourceVersion"] == "10"

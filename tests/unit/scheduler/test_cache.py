@@ -1,0 +1,107 @@
+"""Scheduler cache: assume, confirm, forget, expire; nodes; snapshots copy only changed nodes."""
+
+from __future__ import annotations
+
+from policyd.scheduler.cache import Cache
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.snapshot import Snapshot
+from tests.unit.scheduler.fakes import FakeNode, FakePod, node_obj
+
+
+def make_cache(ttl: float = 30.0) -> tuple[Cache, FakeClock]:
+    clock = FakeClock()
+    return Cache(FakeNode, clock, ttl=ttl), clock
+
+
+def free_cpu(cache: Cache, node: str) -> int:
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    state = snap.node(node)
+    assert state is not None
+    return int(state.cel["free"]["cpu"])
+
+
+def test_assume_counts_at_once_and_confirm_keeps_it() -> None:
+    cache, _ = make_cache()
+    cache.add_node(node_obj("n1", cpu=1000))
+    pod = FakePod("p", cpu=300)
+    cache.assume(pod.on("n1"), "n1")
+    assert cache.is_assumed(pod.key) and free_cpu(cache, "n1") == 700
+    cache.finish_binding(pod.key)
+    cache.add_pod(pod.on("n1"))  # the informer observes the bind
+    assert not cache.is_assumed(pod.key) and free_cpu(cache, "n1") == 700
+
+
+def test_forget_releases_the_node() -> None:
+    cache, _ = make_cache()
+    cache.add_node(node_obj("n1", cpu=1000))
+    pod = FakePod("p", cpu=300)
+    cache.assume(pod.on("n1"), "n1")
+    cache.forget(pod.key)
+    assert free_cpu(cache, "n1") == 1000 and cache.pod(pod.key) is None
+
+
+def test_assumed_pod_expires_after_ttl_only_once_binding_finished() -> None:
+    cache, clock = make_cache(ttl=30)
+    cache.add_node(node_obj("n1", cpu=1000))
+    pod = FakePod("p", cpu=300)
+    cache.assume(pod.on("n1"), "n1")
+    clock.advance(100)
+    assert cache.cleanup_expired() == []  # bind still in flight
+    cache.finish_binding(pod.key)
+    clock.advance(29)
+    assert cache.cleanup_expired() == []
+    clock.advance(1)
+    assert cache.cleanup_expired() == [pod.key]
+    assert free_cpu(cache, "n1") == 1000
+
+
+def test_confirmed_pod_never_expires() -> None:
+    cache, clock = make_cache(ttl=1)
+    cache.add_node(node_obj("n1", cpu=1000))
+    pod = FakePod("p", cpu=300)
+    cache.assume(pod.on("n1"), "n1")
+    cache.finish_binding(pod.key)
+    cache.add_pod(pod.on("n1"))
+    clock.advance(10)
+    assert cache.cleanup_expired() == [] and free_cpu(cache, "n1") == 700
+
+
+def test_pods_of_other_schedulers_and_pods_before_their_node_count() -> None:
+    cache, _ = make_cache()
+    cache.add_pod(FakePod("other", cpu=500, scheduler_name="someone-else").on("n1"))
+    cache.add_node(node_obj("n1", cpu=1000))
+    assert free_cpu(cache, "n1") == 500
+    cache.remove_pod("default/other")
+    assert free_cpu(cache, "n1") == 1000
+
+
+def test_node_update_and_delete() -> None:
+    cache, _ = make_cache()
+    cache.add_node(node_obj("n1", cpu=1000))
+    cache.add_node(node_obj("n2", cpu=1000))
+    cache.update_node(node_obj("n1", cpu=2000))
+    assert free_cpu(cache, "n1") == 2000
+    cache.remove_node("n2")
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    assert snap.node_names() == ["n1"]
+
+
+def test_snapshot_copies_only_changed_nodes_and_is_stable() -> None:
+    cache, _ = make_cache()
+    for n in ("n1", "n2", "n3"):
+        cache.add_node(node_obj(n, cpu=1000))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    before = {n.name: n for n in snap.nodes()}
+    gen = snap.generation
+    cache.update_snapshot(snap)
+    assert snap.generation == gen  # nothing changed
+    cache.assume(FakePod("p", cpu=100).on("n2"), "n2")
+    assert snap.node("n2").cel["free"]["cpu"] == 1000  # type: ignore[union-attr]
+    cache.update_snapshot(snap)
+    assert snap.generation > gen
+    assert snap.node("n1") is before["n1"] and snap.node("n3") is before["n3"]
+    assert snap.node("n2") is not before["n2"]
+    assert snap.node("n2").cel["free"]["cpu"] == 900  # type: ignore[union-attr]

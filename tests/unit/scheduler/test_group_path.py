@@ -1,0 +1,200 @@
+"""The group path (node results reused between equivalent pods) places pods as the per-node path does.
+
+Every test runs the real `Scheduler` on the simulated cluster twice with the same seed, once with
+`reuse_node_results=True` (framework.GroupCache) and once with False (every node evaluated per pod),
+and compares final nodes, events in order, victims, nominations, attempts and the placements seen
+between the cluster changes. Cases: tests/unit/scheduler/group_path_cases.py.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from policyd.scheduler import algorithm as framework
+from tests.builders import make_node, make_pod
+from tests.unit.scheduler.group_path_cases import (
+    EXTRA_POLICY,
+    HUGE_SCORE_POLICY,
+    RACK_CAP_POLICY,
+    Case,
+    Outcome,
+    Step,
+    cases,
+    large_cases,
+    run,
+)
+
+# derandomized and without an example database: CI sees the same examples on every run
+PROPERTY = settings(
+    max_examples=45,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+ZONE = "topology.kubernetes.io/zone"
+
+
+def both(case: Case) -> tuple[Outcome, Outcome]:
+    """The case on the group path and on the per-node path, checked equal."""
+    grouped, per_node = run(case, reuse=True), run(case, reuse=False)
+    assert grouped.scheduler._runner.groups is not None
+    assert per_node.scheduler._runner.groups is None
+    assert grouped.comparable() == per_node.comparable()
+    return grouped, per_node
+
+
+@PROPERTY
+@given(cases())
+def test_small_clusters_place_pods_alike(case: Case) -> None:
+    both(case)
+
+
+@settings(PROPERTY, max_examples=5)
+@given(large_cases())
+def test_round_robin_window_smaller_than_the_cluster(case: Case) -> None:
+    both(case)
+
+
+@settings(PROPERTY, max_examples=25)
+@given(cases())
+def test_vectorised_plans_for_every_window_place_pods_alike(case: Case) -> None:
+    """With the bulk threshold at one row, every window goes through the vectorised plans first."""
+    saved = framework.BULK_MIN
+    framework.BULK_MIN = 1
+    try:
+        both(case)
+    finally:
+        framework.BULK_MIN = saved
+
+
+def test_vectorised_plans_serve_the_default_policy() -> None:
+    """Windows of many unknown rows go through the plans (default.policy lowers every rule)."""
+    nodes = [make_node(f"n{i}", cpu=str(2 + i % 3), memory=f"{4 + i % 4 * 4}Gi") for i in range(120)]
+    pods = [make_pod(f"api-{i}", cpu="500m", memory="1Gi", labels={"role": "api"}) for i in range(60)]
+    grouped, _ = both(Case(nodes=nodes, pending=pods, extra=()))
+    runner = grouped.scheduler._runner
+    assert all(grouped.placements.values())
+    assert runner.bulk_rows >= 100  # at least the first window's rows
+    assert runner.columns.columns is not None and len(runner.columns.columns) == 120
+
+
+def test_identical_pods_reuse_node_results() -> None:
+    nodes = [make_node(f"n{i}", cpu=str(4 + i % 3 * 2), memory=f"{8 + i % 4 * 4}Gi") for i in range(150)]
+    pods = [make_pod(f"web-{i}", cpu="250m", memory="256Mi", labels={"role": "web"}) for i in range(200)]
+    grouped, per_node = both(Case(nodes=nodes, pending=pods, extra=()))
+    assert all(grouped.placements.values())
+    groups = grouped.scheduler._runner.groups
+    assert groups is not None
+    # 150 nodes: kube-scheduler's formula looks for 100 feasible nodes per pod; the first pod
+    # evaluates them, every later one only the rows that changed since (the previous pod's node)
+    assert groups.evaluations < 2 * 200 + 150
+    assert groups.hits >= 100 * 200
+
+
+def test_large_cluster_with_changes_and_deletions() -> None:
+    nodes = []
+    for i in range(240):
+        labels = {ZONE: "abc"[i % 3], "rack": f"r{i % 8}"}
+        nodes.append(make_node(f"n{i}", cpu="2" if i % 5 else "8", memory="4Gi", pods=6, labels=labels))
+    web = [make_pod(f"web-{i}", cpu="500m", memory="512Mi", labels={"role": "web"}) for i in range(300)]
+    api = [
+        make_pod(
+            f"api-{i}",
+            cpu="1",
+            memory="1Gi",
+            labels={"app": "api"},
+            node_selector={ZONE: "b"},
+            priority=10,
+            owner="ReplicaSet/api",
+        )
+        for i in range(40)
+    ]
+    steps = [
+        Step(30, ("label", 7, ZONE, "b")),
+        Step(20, ("taint", 11, {"key": "spot", "value": "true", "effect": "NoSchedule"})),
+        Step(25, ("delete-node", 40)),
+        Step(30, ("delete-pod", "default/web-5")),
+        Step(10, ("add-node", make_node("late", cpu="16", memory="64Gi", pods=50, labels={ZONE: "b"}))),
+        Step(40, ("unschedulable", 100, True)),
+    ]
+    # 240 nodes at 10%: 100 feasible nodes wanted per pod, so the window stops short of the cluster
+    grouped, _ = both(Case(nodes=nodes, pending=api + web, steps=steps, percentage=10))
+    assert sum(1 for node in grouped.placements.values() if node) > 300
+
+
+def test_a_node_relabelled_between_two_pods_of_a_group_is_evaluated_again() -> None:
+    nodes = [
+        make_node("n0", cpu="8", pods=1, labels={ZONE: "a"}),
+        make_node("n1", cpu="4", pods=1, labels={ZONE: "b"}),
+        make_node("n2", cpu="4", pods=1, labels={ZONE: "a"}),
+    ] + [make_node(f"c{i}", labels={ZONE: "c"}) for i in range(3)]
+    pods = [make_pod(f"g-{i}", cpu="1", node_selector={ZONE: "a"}) for i in range(3)]
+    steps = [Step(1, ("label", 1, ZONE, "a")), Step(0, ("label", 2, ZONE, "b"))]
+    grouped, _ = both(Case(nodes=nodes, pending=pods, steps=steps, extra=()))
+    # g-0 takes the roomiest zone-a node; then n1 joins zone a and n2 leaves it
+    assert grouped.trace[0]["default/g-0"] == "n0"
+    assert grouped.placements == {"default/g-0": "n0", "default/g-1": "n1", "default/g-2": None}
+    attempts = grouped.scheduler.attempts
+    first, second = attempts.for_pod("default/g-0")[0], attempts.for_pod("default/g-1")[0]
+    affinity = ("node(s) didn't match Pod's node affinity/selector",)
+    assert first.failures["n1"].reasons == affinity and "n2" not in first.failures
+    assert second.failures["n2"].reasons == affinity and "n1" not in second.failures
+    assert grouped.events[-1][3].startswith(
+        "0/6 nodes are available: 2 Too many pods, 4 node(s) didn't match Pod's node affinity/selector."
+    )
+    groups = grouped.scheduler._runner.groups
+    assert groups is not None
+    # g-0 evaluated all 6 nodes; g-1 only n0 (took g-0), n1 and n2 (relabelled); g-2 only n1
+    assert groups.evaluations < 6 * 3
+
+
+def test_a_pod_only_cluster_let_that_moves_drops_the_group_verdicts() -> None:
+    # RackCap reads `rackCounts` (a pod-only let over the cluster view): once two web pods
+    # run in rack r0, the r0 node that took neither must fail although that node did not change
+    nodes = [make_node(f"r0{x}", cpu="8", labels={"rack": "r0"}) for x in "abc"]
+    nodes.append(make_node("r1a", cpu="4", labels={"rack": "r1"}))
+    pods = [make_pod(f"web-{i}", cpu="1", labels={"app": "web"}) for i in range(3)]
+    grouped, _ = both(Case(nodes=nodes, pending=pods, extra=(RACK_CAP_POLICY,)))
+    first_two = {grouped.placements["default/web-0"], grouped.placements["default/web-1"]}
+    assert len(first_two) == 2 and first_two < {"r0a", "r0b", "r0c"}
+    assert grouped.placements["default/web-2"] == "r1a"
+    (left,) = {"r0a", "r0b", "r0c"} - first_two
+    (third,) = grouped.scheduler.attempts.for_pod("default/web-2")
+    assert third.failures[left].reasons == ("rack r0 already runs 2 pods of web",)
+
+
+def test_a_nominated_pod_counts_for_lower_priority_pods_of_a_group() -> None:
+    nodes = [make_node("big", cpu="2", memory="8Gi"), make_node("s0", cpu="1"), make_node("s1", cpu="1")]
+    victim = make_pod("victim", cpu="2", priority=0, node_name="big")
+    preemptor = make_pod("high", cpu="2", priority=100)
+    group = [make_pod(f"g-{i}", cpu="1", priority=5) for i in range(4)]
+    grouped, _ = both(Case(nodes=nodes, assigned=[victim], pending=[preemptor, *group], extra=()))
+    assert grouped.victims == ["default/victim"]
+    assert grouped.placements["default/high"] == "big"
+    placed = {grouped.placements[f"default/g-{i}"] for i in range(4)}
+    assert placed == {"s0", "s1", None}
+    # while `high` waited for its retry, `big` was free but held for it
+    attempts = grouped.scheduler.attempts
+    for i in range(4):
+        first = attempts.for_pod(f"default/g-{i}")[0]
+        assert first.nominated_node is None
+        if first.chosen is None:
+            assert first.failures["big"].reasons == ("Insufficient cpu",)
+        else:
+            assert first.chosen != "big"
+    (nominated,) = [a for a in attempts.for_pod("default/high") if a.result == "nominated"]
+    assert nominated.nominated_node == "big"
+
+
+def test_raw_scores_beyond_int64_give_the_per_node_placement() -> None:
+    huge = HUGE_SCORE_POLICY
+    nodes = [make_node(f"n{i}", cpu="8", memory=f"{8 + i % 7}Gi", pods=20) for i in range(30)]
+    pods = [make_pod(f"g-{i}", cpu="500m", memory="1Gi") for i in range(40)]
+    grouped, _ = both(Case(nodes=nodes, pending=pods, extra=(huge,)))
+    # free memory in bytes times 10^8 outweighs every other score: the first pod goes to the first
+    # node with 14Gi (n6; the ties n13, n20, n27 differ from it only by random draw)
+    assert grouped.placements["default/g-0"] in {"n6", "n13", "n20", "n27"}
+    assert all(grouped.placements.values())
+    mixed = Case(nodes=nodes, pending=pods[:10], extra=(huge, EXTRA_POLICY), seed=3)
+    both(mixed)

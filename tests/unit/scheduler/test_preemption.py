@@ -1,0 +1,152 @@
+"""Preemption: candidates, minimal victims, PDBs, candidate ordering, eligibility."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from policyd.framework import FilterFailure
+from policyd.scheduler.attempts import NO_VICTIMS
+from policyd.scheduler.pdb import budget_from_object, split_by_violation
+from policyd.scheduler.preemption import Candidate, find_preemption, num_candidates, pick_candidate
+from policyd.scheduler.snapshot import Snapshot
+from tests.unit.scheduler.fakes import FIT, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
+
+PROFILE = FakeProfile()
+
+
+def snapshot_of(nodes: dict[str, tuple[int, list[FakePod]]]) -> Snapshot:
+    snap = Snapshot()
+    states = {}
+    for name, (cpu, pods) in nodes.items():
+        state = FakeNode(node_obj(name, cpu))
+        for p in pods:
+            state.add_pod(p.on(name))
+        states[name] = (1, state)
+    snap._store(list(nodes), states)  # type: ignore[arg-type]
+    return snap
+
+
+def preempt(
+    pod: FakePod, snap: Snapshot, budgets: list[Any] | None = None, rng: random.Random | None = None
+) -> Any:
+    failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
+    all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
+    return find_preemption(
+        PROFILE,
+        pod,
+        snap,
+        failures,
+        lambda s: FakeEvaluator(PROFILE, pod.cel),
+        lambda n: [],
+        budgets or [],
+        all_pods,
+        rng=rng,
+    )
+
+
+def test_minimal_victims_reprieve_the_most_important_first() -> None:
+    pods = [
+        FakePod("v1", cpu=300, priority=1),
+        FakePod("v5", cpu=300, priority=5),
+        FakePod("v3", cpu=300, priority=3),
+    ]
+    snap = snapshot_of({"a": (1000, pods)})
+    outcome = preempt(FakePod("p", cpu=500, priority=10), snap)
+    assert outcome.candidate is not None
+    assert [v.name for v in outcome.candidate.victims] == ["v3", "v1"]  # v5 reprieved; p needs 500 of 1000
+
+
+def test_no_candidate_messages() -> None:
+    snap = snapshot_of(
+        {"a": (1000, [FakePod("same", cpu=900, priority=10)]), "b": (500, [FakePod("low", cpu=100)])}
+    )
+    outcome = preempt(FakePod("p", cpu=800, priority=10), snap)
+    assert outcome.candidate is None
+    assert outcome.statuses == {"a": (NO_VICTIMS,), "b": ("Insufficient cpu",)}
+    assert outcome.message == (
+        "preemption: 0/2 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for incoming pod."
+    )
+
+
+def test_candidate_ordering_prefers_lower_victim_priority_then_fewer_victims() -> None:
+    snap = snapshot_of(
+        {
+            "a": (1000, [FakePod("a-high", cpu=900, priority=8)]),
+            "b": (1000, [FakePod("b-low1", cpu=450, priority=2), FakePod("b-low2", cpu=450, priority=2)]),
+            "c": (1000, [FakePod("c-low", cpu=900, priority=2)]),
+        }
+    )
+    outcome = preempt(FakePod("p", cpu=800, priority=10), snap)
+    assert outcome.candidate is not None and outcome.candidate.node == "c"
+
+
+def test_latest_start_time_breaks_remaining_ties() -> None:
+    old = FakePod("old", cpu=900, priority=2, start_time=100.0)
+    new = FakePod("new", cpu=900, priority=2, start_time=200.0)
+    cands = [Candidate("a", (old,), 0), Candidate("b", (new,), 0)]
+    assert pick_candidate(cands).node == "b"
+
+
+def test_pdb_violations_counted_and_avoided() -> None:
+    guarded = [FakePod(f"db{i}", cpu=900, priority=1, labels={"app": "db"}) for i in range(2)]
+    snap = snapshot_of(
+        {"a": (1000, [guarded[0]]), "b": (1000, [guarded[1]]), "c": (1000, [FakePod("x", cpu=950)])}
+    )
+    pdb = budget_from_object(
+        {
+            "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}},
+        }
+    )
+    outcome = preempt(FakePod("p", cpu=800, priority=10), snap, [pdb])
+    assert outcome.candidate is not None and outcome.candidate.node == "c"
+    assert outcome.candidate.pdb_violations == 0
+
+
+def test_pdb_split_uses_status_when_present() -> None:
+    pods = [FakePod(f"w{i}", labels={"app": "w"}, node_name="n") for i in range(3)]
+    pdb = budget_from_object(
+        {
+            "metadata": {"name": "w", "namespace": "default"},
+            "spec": {
+                "maxUnavailable": "34%",
+                "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["w"]}]},
+            },
+            "status": {"disruptionsAllowed": 1},
+        }
+    )
+    violating, fine = split_by_violation(pods, [pdb], pods)
+    assert [p.name for p in fine] == ["w0"] and [p.name for p in violating] == ["w1", "w2"]
+    computed = budget_from_object(
+        {
+            "metadata": {"name": "w", "namespace": "default"},
+            "spec": {"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "w"}}},
+        }
+    )
+    assert computed.allowed(pods) == 2  # ceil(34% of 3) = 2
+
+
+def test_preemption_policy_never_is_not_eligible() -> None:
+    snap = snapshot_of({"a": (1000, [FakePod("low", cpu=900)])})
+    outcome = preempt(FakePod("p", cpu=800, priority=10, preemption_policy="Never"), snap)
+    assert outcome.candidate is None
+    assert outcome.message == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+def test_number_of_candidates_follows_default_preemption_arguments() -> None:
+    assert num_candidates(0) == 0
+    assert num_candidates(40) == 40  # small clusters: every node
+    assert num_candidates(100) == 100
+    assert num_candidates(999) == 100  # max(10 %, 100)
+    assert num_candidates(5000) == 500
+
+
+def test_dry_run_stops_once_enough_candidates_are_found() -> None:
+    nodes = {f"n{i:03d}": (1000, [FakePod(f"v{i}", cpu=900, priority=1)]) for i in range(250)}
+    outcome = preempt(FakePod("p", cpu=500, priority=10), snapshot_of(nodes), rng=random.Random(3))
+    assert len(outcome.candidates) == 100  # of 250 nodes where preemption would help
+    names = [c.node for c in outcome.candidates]
+    start = int(names[0][1:])
+    assert names == [f"n{(start + i) % 250:03d}" for i in range(100)]  # consecutive from a random offset
+    assert outcome.candidate is not None and outcome.candidate.node == names[0]  # equal ranks: first found

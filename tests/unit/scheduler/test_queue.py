@@ -1,0 +1,140 @@
+"""Scheduling queue: ordering, backoff timing, event-driven requeue, sweep (fake clock)."""
+
+from __future__ import annotations
+
+from policyd.framework import EVENT_NODE_LABELS, EVENT_POD_ASSIGNED_DELETE, EVENT_POLICY_CHANGE
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.queue import QueueConfig, SchedulingQueue
+from tests.unit.scheduler.fakes import FIT, LABEL, FakePod, FakeProfile
+
+PROFILE = FakeProfile()
+
+
+def make_queue() -> tuple[SchedulingQueue, FakeClock]:
+    clock = FakeClock(100.0)
+    return SchedulingQueue(clock, QueueConfig()), clock
+
+
+def test_active_queue_orders_by_queue_key_then_arrival() -> None:
+    q, _ = make_queue()
+    q.add(FakePod("low", priority=1), PROFILE)
+    q.add(FakePod("b-high", priority=10), PROFILE)
+    q.add(FakePod("a-high", priority=10), PROFILE)
+    order = [q.pop().key for _ in range(3)]  # type: ignore[union-attr]
+    assert order == ["default/b-high", "default/a-high", "default/low"]
+    assert q.pop() is None
+
+
+def test_bound_and_deleting_pods_are_not_queued() -> None:
+    q, _ = make_queue()
+    q.add(FakePod("bound", node_name="n1"), PROFILE)
+    q.add(FakePod("gone", deleting=True), PROFILE)
+    assert q.pop() is None
+
+
+def test_backoff_doubles_to_the_cap() -> None:
+    q, _ = make_queue()
+    assert [q.backoff_duration(a) for a in range(1, 7)] == [1, 2, 4, 8, 10, 10]
+
+
+def test_backoff_timing_with_fake_clock() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("p"), PROFILE)
+    for attempt, wait in [(1, 1.0), (2, 2.0), (3, 4.0)]:
+        qp = q.pop()
+        assert qp is not None and qp.attempts == attempt
+        q.add_backoff(qp)
+        clock.advance(wait - 0.5)
+        q.flush_backoff()
+        assert q.pop() is None, f"attempt {attempt}: popped before its backoff of {wait}s"
+        clock.advance(0.5)
+        q.flush_backoff()
+    assert q.pop() is not None
+
+
+def test_event_moves_only_pods_whose_rules_wake_on_it() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("label"), PROFILE)
+    q.add(FakePod("cpu"), PROFILE)
+    a, b = q.pop(), q.pop()
+    assert a and b
+    q.add_unschedulable(a, [LABEL])
+    q.add_unschedulable(b, [FIT])
+    clock.advance(20)  # backoff over
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 1
+    first = q.pop()
+    assert first is not None and first.key == "default/cpu"
+    assert q.pop() is None
+    assert q.pending()["unschedulable"] == 1
+    assert q.move_on_event(EVENT_NODE_LABELS) == 1
+    second = q.pop()
+    assert second is not None and second.key == "default/label"
+
+
+def test_moved_pod_still_backing_off_goes_to_backoff_queue() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("p"), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.add_unschedulable(qp, [FIT])
+    q.move_on_event(EVENT_POD_ASSIGNED_DELETE)
+    assert q.pending() == {"active": 0, "backoff": 1, "unschedulable": 0}
+    assert q.pop() is None
+    clock.advance(1.0)
+    q.flush()
+    assert q.pop() is not None
+
+
+def test_policy_change_wakes_everything() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("p"), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.add_unschedulable(qp, [LABEL])
+    clock.advance(5)
+    assert q.move_on_event(EVENT_POLICY_CHANGE) == 1
+
+
+def test_event_during_cycle_sends_pod_to_backoff_not_unschedulable() -> None:
+    q, _ = make_queue()
+    q.add(FakePod("p"), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.move_on_event(EVENT_NODE_LABELS)  # arrives while the pod is being scheduled
+    q.add_unschedulable(qp, [FIT])
+    assert q.pending()["backoff"] == 1
+
+
+def test_unschedulable_sweep_after_five_minutes() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("p"), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.add_unschedulable(qp, [LABEL])
+    clock.advance(299)
+    q.flush()
+    assert q.pending()["unschedulable"] == 1
+    clock.advance(30)  # next 30 s tick is past the 5 minutes
+    q.flush()
+    assert q.pending()["unschedulable"] == 0
+    assert q.pop() is not None
+
+
+def test_update_to_bound_removes_and_delete_forgets() -> None:
+    q, _ = make_queue()
+    q.add(FakePod("a"), PROFILE)
+    q.add(FakePod("b"), PROFILE)
+    q.update(FakePod("a", node_name="n1"))
+    q.delete("default/b")
+    assert q.pop() is None
+
+
+def test_nominated_pods_tracked_per_node() -> None:
+    q, _ = make_queue()
+    p = FakePod("p", priority=5)
+    q.nominate(p, "n1")
+    assert q.nominated_pods("n1") == [p] and q.nominated_node(p.key) == "n1"
+    q.nominate(p, "n2")
+    assert q.nominated_pods("n1") == [] and q.nominated_pods("n2") == [p]
+    q.delete(p.key)
+    assert q.nominated_pods("n2") == []

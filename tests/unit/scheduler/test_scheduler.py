@@ -1,0 +1,199 @@
+"""The Scheduler end to end on the simulated back-end with fake profiles (fake clock, inline binds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyd.backends.simulated import SimulatedCluster
+from policyd.framework import PermitSpec, RuleRef
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
+from tests.unit.scheduler.fakes import FakeNode, FakeProfile, fake_pod_view, node_obj, pod_obj, policy_set
+
+
+def make(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    profile: FakeProfile | None = None,
+    adopt: bool = True,
+    pdbs: list[dict[str, Any]] | None = None,
+    **opts: Any,
+) -> tuple[Scheduler, SimulatedCluster]:
+    cluster = SimulatedCluster(nodes, pods, pdbs or [])
+    sched = Scheduler(
+        policy_set(profile or FakeProfile()),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(
+            adopt_unknown_schedulers=adopt, bind_workers=opts.pop("workers", 0), seed=1, **opts
+        ),
+        pod_view=fake_pod_view,
+        node_state=FakeNode,
+    )
+    cluster.start(sched)
+    return sched, cluster
+
+
+def test_pod_goes_to_the_least_allocated_node_and_events_are_recorded() -> None:
+    sched, cluster = make(
+        [node_obj("small", 2000), node_obj("big", 8000), node_obj("tiny", 500)], [pod_obj("p", "1")]
+    )
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "big"
+    assert [(e.reason, e.message) for e in cluster.events] == [
+        ("Scheduled", "Successfully assigned default/p to big")
+    ]
+    (attempt,) = sched.attempts.for_pod("default/p")
+    assert attempt.chosen == "big" and attempt.result == "scheduled"
+
+
+def test_assumed_pods_count_for_the_next_pod() -> None:
+    sched, cluster = make(
+        [node_obj("a", 1000), node_obj("b", 1000)], [pod_obj("p1", "600m"), pod_obj("p2", "600m")]
+    )
+    sched.run_until_settled()
+    assert {cluster.node_of("default/p1"), cluster.node_of("default/p2")} == {"a", "b"}
+
+
+def test_unschedulable_message_condition_and_no_victims_suffix() -> None:
+    sched, cluster = make([node_obj("a", 1000), node_obj("b", 1000)], [pod_obj("p", "2")])
+    sched.run_until_settled()
+    message = (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
+    assert cluster.node_of("default/p") is None
+    assert cluster.events[-1].reason == "FailedScheduling" and cluster.events[-1].message == message
+    pod = cluster.pod("default/p")
+    assert pod is not None
+    assert pod["status"]["conditions"][-1] == {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+    }
+    assert sched.unschedulable() == ["default/p"]
+
+
+def test_unresolvable_nodes_are_not_helpful_for_preemption() -> None:
+    profile = FakeProfile(zone="z1")
+    sched, cluster = make(
+        [node_obj("a", 1000, {"zone": "z1"}), node_obj("b", 8000, {"zone": "z2"})],
+        [pod_obj("low", "1", priority=1, node="a"), pod_obj("p", "2", priority=5)],
+        profile,
+    )
+    sched.run_until_settled()
+    assert cluster.events[-1].message == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match zone. preemption: 0/2 nodes are "
+        "available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling."
+    )
+
+
+def test_preemption_evicts_nominates_and_then_binds() -> None:
+    sched, cluster = make(
+        [node_obj("a", 1000)],
+        [pod_obj("low", "800m", priority=1, node="a"), pod_obj("high", "500m", priority=100)],
+    )
+    sched.run_until_settled()
+    assert cluster.deleted == ["default/low"] and sched.victims == ["default/low"]
+    assert cluster.node_of("default/high") == "a"
+    reasons = [(e.pod, e.reason, e.message) for e in cluster.events]
+    assert ("default/low", "Preempted", "Preempted by pod uid-high on node a") in reasons
+    first, second = sched.attempts.for_pod("default/high")
+    assert first.result == "nominated" and first.nominated_node == "a" and first.victims == ["default/low"]
+    assert second.result == "scheduled" and second.chosen == "a"
+
+
+def test_preemption_policy_never() -> None:
+    sched, cluster = make(
+        [node_obj("a", 1000)],
+        [
+            pod_obj("low", "800m", priority=1, node="a"),
+            pod_obj("high", "500m", priority=100, preemptionPolicy="Never"),
+        ],
+    )
+    sched.run_until_settled()
+    assert cluster.deleted == []
+    assert cluster.events[-1].message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    )
+
+
+def test_unknown_scheduler_names_adopted_only_when_asked() -> None:
+    pods = [pod_obj("p", "1", schedulerName="someone-else"), pod_obj("q", "1", schedulerName="policyd")]
+    sched, cluster = make([node_obj("a", 4000)], pods, adopt=False)
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") is None and cluster.node_of("default/q") == "a"
+    sched, cluster = make([node_obj("a", 4000)], pods, adopt=True)
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a"
+
+
+def test_node_added_later_wakes_the_parked_pod() -> None:
+    sched, cluster = make([node_obj("a", 1000)], [pod_obj("p", "2")])
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") is None
+    cluster.add_node(node_obj("b", 4000))
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "b"
+    assert len(sched.attempts.for_pod("default/p")) == 2
+
+
+def gang_profile(min_members: int) -> FakeProfile:
+    spec = PermitSpec(
+        rule=RuleRef("fake", "gang"),
+        group=lambda pod: pod["labels"].get("group"),
+        min_members=lambda pod: min_members,
+        timeout_seconds=60.0,
+    )
+    return FakeProfile(permits=(spec,))
+
+
+def test_gang_binds_together_once_enough_members_are_reserved() -> None:
+    pods = [pod_obj(f"g{i}", "100m") for i in range(3)]
+    for p in pods:
+        p["metadata"]["labels"] = {"group": "g"}
+    sched, cluster = make([node_obj("a", 4000)], pods, gang_profile(3))
+    sched.run_until_settled()
+    assert all(cluster.node_of(f"default/g{i}") == "a" for i in range(3))
+
+
+def test_gang_times_out_and_unreserves_everyone() -> None:
+    pods = [pod_obj(f"g{i}", "100m") for i in range(2)]
+    for p in pods:
+        p["metadata"]["labels"] = {"group": "g"}
+    sched, cluster = make([node_obj("a", 4000)], pods, gang_profile(3))
+    sched.run_until_settled()
+    assert cluster.node_of("default/g0") is None and cluster.node_of("default/g1") is None
+    assert not sched.cache.is_assumed("default/g0") and not sched.cache.is_assumed("default/g1")
+    assert sched.clock.now() >= 60.0
+    assert any("rejected due to timeout after waiting 60s" in e.message for e in cluster.events)
+
+
+class FailingOnce(SimulatedCluster):
+    failures = 1
+
+    def bind(self, pod: Any, node: str) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("conflict")
+        super().bind(pod, node)
+
+
+def test_bind_failure_forgets_and_retries_with_backoff() -> None:
+    cluster = FailingOnce([node_obj("a", 1000)], [pod_obj("p", "500m")], [])
+    clock = FakeClock()
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=clock,
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=2),
+        pod_view=fake_pod_view,
+        node_state=FakeNode,
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a"
+    assert clock.now() >= 1.0  # waited out the backoff
+    assert [e.reason for e in cluster.events] == ["FailedScheduling", "Scheduled"]
+    sched.binder.shutdown()

@@ -1,0 +1,114 @@
+"""The Scheduler records kube-scheduler's metrics (a compiled policy on the simulated back-end)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from policyd.backends.simulated import SimulatedCluster
+from policyd.compiler.codegen import compile_sources
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.metrics import SchedulerMetrics
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
+from tests.builders import make_node, make_pod
+
+POLICY = """
+policy fit {
+  filter Fit {
+    expr = node.free["cpu"] >= pod.requests["cpu"]
+    reason = "Insufficient cpu"
+  }
+  score LeastAllocated {
+    expr = node.free["cpu"] * 100 / node.allocatable["cpu"]
+    weight = 1
+  }
+}
+"""
+
+
+def run(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> tuple[SchedulerMetrics, SimulatedCluster]:
+    metrics = SchedulerMetrics()
+    cluster = SimulatedCluster(nodes, pods)
+    sched = Scheduler(
+        compile_sources({"p.policy": POLICY}, generation=1),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
+        metrics=metrics,
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    return metrics, cluster
+
+
+def value(m: SchedulerMetrics, name: str, **labels: str) -> float:
+    return m.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_scheduled_unschedulable_and_preemption_are_counted() -> None:
+    nodes = [make_node("a", cpu="2"), make_node("b", cpu="2")]
+    pods = [
+        make_pod("low-a", cpu="1500m", priority=1, node_name="a"),
+        make_pod("low-b", cpu="1500m", priority=1, node_name="b"),
+        make_pod("small-1", cpu="200m"),
+        make_pod("small-2", cpu="200m"),
+        make_pod("huge", cpu="8", priority=5),  # fits nowhere, even without victims
+        make_pod("high", cpu="1", priority=100),  # fits after preempting one low pod
+    ]
+    m, cluster = run(nodes, pods)
+
+    assert {cluster.node_of(f"default/small-{i}") for i in (1, 2)} <= {"a", "b"}
+    assert cluster.node_of("default/high") in ("a", "b")
+    assert cluster.node_of("default/huge") is None
+    assert len(cluster.deleted) == 1
+
+    attempts = "policyd_schedule_attempts_total"
+    scheduled = value(m, attempts, result="scheduled", profile="policyd")
+    unschedulable = value(m, attempts, result="unschedulable", profile="policyd")
+    assert scheduled == 3  # small-1, small-2, high (after preemption)
+    assert unschedulable == 2  # huge (parked: no event can help it), high (nominated)
+    assert value(m, attempts, result="error", profile="policyd") == 0
+    total = scheduled + unschedulable
+    assert (
+        value(m, "policyd_scheduling_attempt_duration_seconds_count", result="scheduled", profile="policyd")
+        == 3
+    )
+    assert value(m, "policyd_scheduling_algorithm_duration_seconds_count") == total
+
+    # every unschedulable attempt runs PostFilter; one of them found a victim
+    assert value(m, "policyd_preemption_attempts_total") == 2
+    assert value(m, "policyd_preemption_victims_count") == 1
+    assert value(m, "policyd_preemption_victims_sum") == 1
+
+    assert value(m, "policyd_binding_total", result="bound") == 3
+    assert value(m, "policyd_queue_incoming_pods_total", queue="active", event="PodAdd") == 4
+    incoming = "policyd_queue_incoming_pods_total"
+    assert value(m, incoming, queue="unschedulable", event="ScheduleAttemptFailure") == 2
+    # the victim's deletion woke the nominated pod, whose backoff had not expired on the fake clock
+    assert value(m, incoming, queue="backoff", event="AssignedPodDelete") == 1
+
+    # rule time per profile and phase, once per attempt that filtered / scored
+    filters = "policyd_plugin_execution_duration_seconds_count"
+    assert value(m, filters, plugin="policyd/filters", extension_point="Filter", status="Unschedulable") == 2
+    assert value(m, filters, plugin="policyd/filters", extension_point="Filter", status="Success") == 3
+    scored = value(
+        m, "policyd_rule_evaluations_total", policy="policyd", rule="scores", extension_point="Score"
+    )
+    assert scored == 2  # the small pods; high went straight to its nominated node
+
+    # settled: only huge is left, parked
+    assert value(m, "policyd_pending_pods", queue="unschedulable") == 1
+    assert value(m, "policyd_pending_pods", queue="active") == 0
+    assert value(m, "policyd_pending_pods", queue="backoff") == 0
+
+
+def test_no_metrics_object_is_fine() -> None:
+    cluster = SimulatedCluster([make_node("a")], [make_pod("p", cpu="100m")])
+    sched = Scheduler(
+        compile_sources({"p.policy": POLICY}, generation=1),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0),
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a"

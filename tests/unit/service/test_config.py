@@ -1,0 +1,111 @@
+"""policyd.yaml: defaults, merging, schema errors naming the failing path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from policyd import shipped
+from policyd.errors import ConfigError
+from policyd.service import config
+
+
+def test_defaults_are_valid_and_typed() -> None:
+    cfg = config.load(None)
+    assert cfg.scheduler_names == ("policyd",)
+    assert cfg.profiles[0].sources == (config.PolicySource(path=str(shipped.default_policy())),)
+    assert (cfg.qps, cfg.burst, cfg.bind_parallelism) == (50.0, 100, 16)
+    le = cfg.leader_election
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (15.0, 10.0, 2.0)
+    assert (le.namespace, le.name, le.leader_elect) == ("kube-system", "policyd", True)
+    assert (cfg.bind_address, cfg.port) == ("127.0.0.1", 10259)
+
+
+def test_write_defaults_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "policyd.yaml"
+    config.write_defaults(path)
+    assert yaml.safe_load(path.read_text()) == config.defaults()
+    assert config.load(path).raw == config.defaults()
+
+
+def test_file_overrides_defaults_key_by_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "profiles": [
+                    {"schedulerName": "gpu", "policySources": [{"configMap": "kube-system/gpu-policies"}]},
+                    {"schedulerName": "batch"},
+                ],
+                "policySources": [{"path": "/etc/policyd"}],
+                "leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20},
+                "serving": {"port": 0},
+            }
+        )
+    )
+    cfg = config.load(path)
+    assert cfg.scheduler_names == ("gpu", "batch")
+    assert cfg.profiles[0].sources[0].config_map_ref == ("kube-system", "gpu-policies")
+    assert cfg.profiles[1].sources == (config.PolicySource(path="/etc/policyd"),)
+    assert cfg.leader_election.lease_duration == 30 and cfg.leader_election.retry_period == 2
+    assert cfg.port == 0 and cfg.bind_address == "127.0.0.1"
+    assert [str(s) for s in cfg.config_map_sources()] == ["configmap:kube-system/gpu-policies"]
+
+
+def test_shared_sources_without_profiles_apply_to_default_profile() -> None:
+    cfg = config.from_dict({"policySources": [{"path": "/p"}]})
+    assert cfg.profiles == (config.Profile("policyd", (config.PolicySource(path="/p"),)),)
+
+
+@pytest.mark.parametrize(
+    ("doc", "path"),
+    [
+        ({"profiles": [{"schedulerName": "Bad Name"}]}, "$.profiles[0].schedulerName"),
+        (
+            {"profiles": [{"schedulerName": "a", "policySources": [{"configMap": "noslash"}]}]},
+            "$.profiles[0].policySources[0].configMap",
+        ),
+        ({"bindParallelism": 0}, "$.bindParallelism"),
+        ({"clientConnection": {"qps": "fast"}}, "$.clientConnection.qps"),
+        ({"serving": {"prot": 1}}, "$.serving"),
+        ({"percentageOfNodesToScore": 101}, "$.percentageOfNodesToScore"),
+    ],
+)
+def test_schema_errors_name_the_path(doc: dict, path: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config.from_dict(doc, "policyd.yaml")
+    assert str(info.value).startswith(f"policyd.yaml: {path}: ")
+
+
+def test_semantic_errors() -> None:
+    with pytest.raises(ConfigError, match=r"\$\.profiles\[1\]\.schedulerName: duplicate"):
+        config.from_dict({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]})
+    with pytest.raises(ConfigError, match=r"\$\.leaderElection"):
+        config.from_dict({"leaderElection": {"renewDeadlineSeconds": 20}})
+    with pytest.raises(ConfigError, match=r"\$\.backoff\.initialSeconds"):
+        config.from_dict({"backoff": {"initialSeconds": 20}})
+
+
+def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        config.load(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profiles: [\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:\d+:\d+: invalid YAML"):
+        config.load(bad)
+    top = tmp_path / "list.yaml"
+    top.write_text("- 1\n")
+    with pytest.raises(ConfigError, match=r"\$: expected a mapping"):
+        config.load(top)
+
+
+def test_allow_profile_removal_defaults_off_and_can_be_set(tmp_path: Path) -> None:
+    assert config.load(None).allow_profile_removal is False
+    path = tmp_path / "policyd.yaml"
+    path.write_text("allowProfileRemoval: true\n")
+    assert config.load(path).allow_profile_removal is True
+    path.write_text("allowProfileRemoval: 'yes'\n")
+    with pytest.raises(ConfigError, match="allowProfileRemoval"):
+        config.load(path)
