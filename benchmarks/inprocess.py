@@ -138,7 +138,7 @@ def run_workload(
 ) -> Result:
     """Run `wl` (scaled) in-process and measure the measured ops."""
     from policyd.backends.simulated import SimulatedCluster
-    from policyd.compiler.codegen import compile_paths
+    from policyd.compiler.profiles import compile_paths
     from policyd.scheduler.clock import FakeClock
     from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 

@@ -80,7 +80,7 @@ def report(name: str, samples: list[float]) -> bool:
 def bench_files(iterations: int) -> list[float]:
     """File write -> generation in force, with the simulated cluster."""
     from policyd.backends.simulated import SimulatedCluster
-    from policyd.compiler.codegen import compile_sources
+    from policyd.compiler.profiles import compile_sources
     from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
     from policyd.service.reload import FileSource, PolicyReloader
 

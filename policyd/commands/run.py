@@ -191,7 +191,7 @@ class Runner:
             if self.scheduler is not None:
                 self.scheduler.set_policies(new)
 
-        from policyd.compiler.codegen import compile_sources
+        from policyd.compiler.profiles import compile_sources
 
         self.reloader = PolicyReloader(
             sources,

@@ -111,7 +111,7 @@ def simulate(
     progress_stream: TextIO | None = None,
 ) -> Simulation:
     """Load, compile and schedule every pending pod until the queue settles."""
-    from policyd.compiler.codegen import compile_paths
+    from policyd.compiler.profiles import compile_paths
 
     policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
     cluster = SimulatedCluster.from_file(cluster_path or str(shipped.example_cluster()))

@@ -18,7 +18,7 @@ import jsonschema
 import yaml
 
 from policyd import shipped
-from policyd.compiler.codegen import compile_paths
+from policyd.compiler.profiles import compile_paths
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
 from policyd.scheduler.algorithm import NodeScore, score_nodes

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from policyd.compiler.codegen import compile_sources
-from policyd.compiler.codegen import texts_hash as content_hash
+from policyd.compiler.profiles import compile_sources
+from policyd.compiler.profiles import texts_hash as content_hash
 from policyd.errors import Diagnostic, PolicydError, PolicyError, SourceSpan
 from policyd.framework import CompiledPolicySet
 from policyd.policy.loader import POLICY_SUFFIXES, read_policy_files

@@ -10,7 +10,7 @@ import pytest
 
 from policyd.backends.kube.api_backend import ApiBackend, bind_pod
 from policyd.backends.kube.client import KubeClient, object_path
-from policyd.compiler.codegen import compile_sources
+from policyd.compiler.profiles import compile_sources
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 

@@ -13,7 +13,7 @@ import pytest
 
 from policyd.backends.kube.api_backend import BOUND, ApiBackend, BindResult
 from policyd.backends.kube.client import KubeClient, object_path
-from policyd.compiler.codegen import compile_sources
+from policyd.compiler.profiles import compile_sources
 from policyd.scheduler.cluster.views import pod_view
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 

@@ -115,7 +115,7 @@ def test_paths_and_config_together_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_config_lint_agrees_with_a_reload(tmp_path: Path) -> None:
     """Whatever lint --config accepts, the reloader accepts; whatever it rejects, the reloader rejects."""
-    from policyd.compiler.codegen import compile_sources
+    from policyd.compiler.profiles import compile_sources
     from policyd.service.reload import ConfigMapSource, PolicyReloader
 
     cfg = write_config(tmp_path, [{"configMap": "ops/policies"}])

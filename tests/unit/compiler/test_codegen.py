@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policyd import framework as pl
-from policyd.compiler.codegen import compile_paths, compile_policy_set
+from policyd.compiler.profiles import compile_paths, compile_policy_set
 from policyd.errors import PolicyError
 from policyd.policy.text_form import parse_policy_text
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyd.compiler import lowering as vz
-from policyd.compiler.codegen import compile_sources
+from policyd.compiler.profiles import compile_sources
 from policyd.evaluation.columns import NodeColumns
 from policyd.policy.loader import load_texts
 from policyd.scheduler.cluster.cluster_view import ClusterView

@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from policyd.backends.simulated import SimulatedCluster
-from policyd.compiler.codegen import compile_paths
+from policyd.compiler.profiles import compile_paths
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
@@ -44,7 +44,7 @@ DEFAULT_POLICY = Path(__file__).resolve().parents[3] / "policies" / "default.pol
 # the group's verdicts must be dropped), a let calling the cluster view with `node` (`spreadHere`:
 # such node results are never reused), a filter with a reason expression and a score on node labels.
 # `rackCounts` reads `pod.labels` itself: a let that reads another let is compiled as a per-node let
-# (policy_compiler `_analyse_lets` counts the let name among its reads), even when both are pod-only.
+# (codegen `_analyse_lets` counts the let name among its reads), even when both are pod-only.
 EXTRA_POLICY = """
 policy zz-extra {
   profiles = ["policyd"]

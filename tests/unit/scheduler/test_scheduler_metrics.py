@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from policyd.backends.simulated import SimulatedCluster
-from policyd.compiler.codegen import compile_sources
+from policyd.compiler.profiles import compile_sources
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
