@@ -1,1 +1,1 @@
-"""Throughput benchmarks (scheduler_perf-like workloads) and the CEL micro-benchmark."""
+"""Repository tools beside `policyd bench`: the CEL micro-benchmark (vs cel-python) and hot-reload latency."""

@@ -4,7 +4,7 @@
 carries the new generation), so the next pod is decided by it. The set has 50 policies; each
 iteration edits one of them. File edits alternate between an in-place write and an editor's
 write-to-temp-then-rename save. The ConfigMap part starts a real etcd + kube-apiserver
-(tests/integration/apiserver.py; `KUBEBUILDER_ASSETS=$(bash scripts/envtest.sh | tail -1)`) and the
+(policyd.envtest; `KUBEBUILDER_ASSETS=$(bash scripts/envtest.sh | tail -1)`) and the
 same pieces `policyd run` wires (informer, reloader, scheduler loop). Reload debounce is the
 production default (0.2 s), and it is part of the measured latency.
 
@@ -129,8 +129,8 @@ def bench_configmap(iterations: int) -> list[float]:
     """ConfigMap update -> generation in force, against a real kube-apiserver."""
     from policyd.backends.kube.client import KubeClient, object_path
     from policyd.commands.run import Runner
+    from policyd.envtest import LocalControlPlane
     from policyd.service import config as configuration
-    from tests.integration.apiserver import LocalControlPlane
 
     with LocalControlPlane() as plane:
         kube = KubeClient.connect(kubeconfig=str(plane.kubeconfig_path))

@@ -2,8 +2,8 @@
 
 `--mode inprocess` drives the real Scheduler on the simulated back-end (the algorithm's throughput);
 `--mode e2e` runs `policyd run` and kube-scheduler one after the other, each against a fresh real
-kube-apiserver + etcd, with equal client QPS/burst (`benchmarks/e2e.py`); `--mode both` does both.
-The workloads and the runners live in the repository's `benchmarks/` directory.
+kube-apiserver + etcd, with equal client QPS/burst (binaries from `KUBEBUILDER_ASSETS`); `--mode both`
+does both. The harness is `policyd.bench`.
 """
 
 from __future__ import annotations
@@ -12,29 +12,13 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from policyd.bench import e2e, e2e_report, inprocess
+from policyd.bench.results import DEFAULT_OUT
+from policyd.bench.workloads import WORKLOADS, Workload, workload
+from policyd.envtest import ControlPlaneError, MissingAssetsError
+
 DEFAULT_WORKLOADS = ("SchedulingBasic/500",)
-
-
-def _benchmarks() -> tuple[ModuleType, ModuleType]:
-    """Import `benchmarks.workloads` and `benchmarks.inprocess` (from the source tree)."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    import benchmarks.inprocess as inprocess
-    import benchmarks.workloads as workloads
-
-    return workloads, inprocess
-
-
-def _e2e() -> ModuleType:
-    """Import `benchmarks.e2e` (from the source tree; it needs `tests/integration/apiserver.py`)."""
-    _benchmarks()
-    import benchmarks.e2e as e2e
-
-    return e2e
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode",
         choices=("inprocess", "e2e", "both"),
         default="inprocess",
-        help="inprocess: simulated back-end; e2e: real kube-apiserver, policyd vs kube-scheduler",
+        help="inprocess: simulated back-end; e2e: real kube-apiserver, policyd vs kube-scheduler "
+        "(needs KUBEBUILDER_ASSETS: kube-apiserver, etcd, kube-scheduler)",
     )
     parser.add_argument(
         "--qps", type=float, default=None, help="e2e: client QPS of both schedulers (default 50)"
@@ -68,16 +53,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="e2e: comma-separated schedulers, run in order (default kube-scheduler,policyd)",
     )
-    parser.add_argument("--policies", nargs="+", default=None, help="policy files (default.policy)")
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"), help="result directory")
+    parser.add_argument(
+        "--policies", nargs="+", default=None, help="policy files (default: the shipped default.policy)"
+    )
+    parser.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help=f"result directory (default ./{DEFAULT_OUT}, in the working directory)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
-    workloads, inprocess = _benchmarks()
     if args.list:
-        for name, wl in workloads.WORKLOADS.items():
+        for name, wl in WORKLOADS.items():
             print(f"{name}\t{wl.nodes} nodes, {wl.measured_pods} measured pods\t{wl.description}")
         return 0
     problem = usage_problem(args)
@@ -85,16 +75,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"policyd bench: {problem}", file=sys.stderr)
         return 2
     try:
-        chosen = [workloads.workload(name) for name in args.workloads or DEFAULT_WORKLOADS]
+        chosen = [workload(name) for name in args.workloads or DEFAULT_WORKLOADS]
     except KeyError as exc:
         print(f"policyd bench: {exc.args[0]}", file=sys.stderr)
         return 2
-    progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
-    policies = args.policies or [inprocess.DEFAULT_POLICY]
-    if args.mode in ("inprocess", "both"):
-        _run_inprocess(args, inprocess, chosen, policies, progress)
+    assets = None
     if args.mode in ("e2e", "both"):
-        return _run_e2e(args, chosen, policies, progress)
+        try:
+            assets = e2e.find_e2e_assets(_schedulers(args))
+        except MissingAssetsError as exc:
+            print(f"policyd bench: --mode {args.mode} {exc}", file=sys.stderr)
+            return 2
+    progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
+    if args.mode in ("inprocess", "both"):
+        _run_inprocess(args, chosen, progress)
+    if assets is not None:
+        return _run_e2e(args, assets, chosen, progress)
     return 0
 
 
@@ -115,24 +111,24 @@ def usage_problem(args: argparse.Namespace) -> str:
         return "--burst must be at least 1"
     if args.schedulers is not None:
         try:
-            _e2e().parse_schedulers(args.schedulers)
+            e2e.parse_schedulers(args.schedulers)
         except ValueError as exc:
             return f"--schedulers: {exc}"
     return ""
 
 
+def _schedulers(args: argparse.Namespace) -> tuple[str, ...]:
+    return e2e.parse_schedulers(args.schedulers) if args.schedulers else e2e.SCHEDULERS
+
+
 def _run_inprocess(
-    args: argparse.Namespace,
-    inprocess: ModuleType,
-    chosen: list[Any],
-    policies: list[str],
-    progress: Callable[[str], None] | None,
+    args: argparse.Namespace, chosen: list[Workload], progress: Callable[[str], None] | None
 ) -> None:
     results = []
     print(inprocess.MARKDOWN_HEADER, end="")
     for wl in chosen:
         result = inprocess.run_workload(
-            wl, scale=args.scale, node_scale=args.node_scale, policy_paths=policies, progress=progress
+            wl, scale=args.scale, node_scale=args.node_scale, policy_paths=args.policies, progress=progress
         )
         print(inprocess.markdown_row(result), end="", flush=True)
         results.append(result)
@@ -141,30 +137,30 @@ def _run_inprocess(
 
 
 def _run_e2e(
-    args: argparse.Namespace, chosen: list[Any], policies: list[str], progress: Callable[[str], None] | None
+    args: argparse.Namespace, assets: Path, chosen: list[Workload], progress: Callable[[str], None] | None
 ) -> int:
-    e2e = _e2e()
-    print(e2e.MARKDOWN_HEADER, end="")
+    print(e2e_report.MARKDOWN_HEADER, end="")
     try:
         results = e2e.run_workloads(
             chosen,
-            schedulers=e2e.parse_schedulers(args.schedulers) if args.schedulers else e2e.SCHEDULERS,
+            assets=assets,
+            schedulers=_schedulers(args),
             scale=args.scale,
             node_scale=args.node_scale,
             qps=args.qps if args.qps is not None else e2e.DEFAULT_QPS,
             burst=args.burst if args.burst is not None else e2e.DEFAULT_BURST,
-            policies=policies,
+            policies=args.policies,
             progress=progress,
-            on_result=lambda r: print(e2e.markdown_row(r), end="", flush=True),
+            on_result=lambda r: print(e2e_report.markdown_row(r), end="", flush=True),
         )
     except KeyboardInterrupt:
         print("policyd bench: interrupted (every process stopped)", file=sys.stderr)
         return 130
-    except (e2e.BenchError, OSError) as exc:
+    except (e2e.BenchError, ControlPlaneError, OSError) as exc:
         print(f"policyd bench: e2e failed: {exc}", file=sys.stderr)
         return 1
     print()
-    print(e2e.markdown_table(results), end="")
-    json_path, md_path = e2e.write_results(results, args.out)
+    print(e2e_report.markdown_table(results), end="")
+    json_path, md_path = e2e_report.write_results(results, args.out)
     print(f"wrote {json_path} and {md_path}")
     return 0

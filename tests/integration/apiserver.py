@@ -1,50 +1,26 @@
-"""A real etcd + kube-apiserver (1.20) on loopback for policyd's integration tests."""
+"""The integration tests' side of the control plane: binaries from the checkout, and each test's context.
+
+The launcher itself is `policyd.envtest`; here the repository's `scripts/envtest.sh` provides the
+binaries when `KUBEBUILDER_ASSETS` does not (building them on the first run).
+"""
 
 from __future__ import annotations
 
 import collections
-import csv
 import dataclasses
-import logging
-import os
-import shutil
-import signal
-import socket
-import ssl
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
+
+from policyd.envtest import LOG_TAIL_LINES, ControlPlaneError, MissingAssetsError, find_assets, has_binaries
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api
 
-log = logging.getLogger(__name__)
+    from policyd.envtest import LocalControlPlane
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-ENVTEST_SCRIPT = REPO_ROOT / "scripts" / "envtest.sh"
-
-ADMIN_USER = "policyd-admin"
-ADMIN_GROUP = "system:masters"
-# Without a controller-manager no default ServiceAccount exists, and TaintNodesByCondition
-# would leave every new Node tainted not-ready forever: both plugins are turned off.
-DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition")
-LOG_TAIL_LINES = 40
-PORT_ATTEMPTS = 3
-
-
-class ControlPlaneError(RuntimeError):
-    """The local control plane could not be provided or started."""
-
-
-class PortInUseError(ControlPlaneError):
-    """A process exited because the free port picked for it was taken meanwhile."""
+ENVTEST_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "envtest.sh"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +33,12 @@ class KubeTestContext:
     namespace: str
 
 
-def find_assets() -> Path:
-    """Return the directory holding kube-apiserver and etcd, building them if needed."""
-    assets = os.environ.get("KUBEBUILDER_ASSETS")
-    if assets and _has_binaries(Path(assets)):
-        return Path(assets)
+def provide_assets() -> Path:
+    """The directory holding kube-apiserver, etcd and kube-scheduler: KUBEBUILDER_ASSETS or scripts/envtest.sh."""
+    try:
+        return find_assets()
+    except MissingAssetsError:
+        pass
     # The first run builds for minutes: its progress goes to our stderr as it comes.
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     with subprocess.Popen(
@@ -76,296 +53,6 @@ def find_assets() -> Path:
             sys.stderr.write(line)
             tail.append(line.rstrip("\n"))
         lines = proc.stdout.read().strip().splitlines()
-    if proc.returncode != 0 or not lines or not _has_binaries(Path(lines[-1])):
+    if proc.returncode != 0 or not lines or not has_binaries(Path(lines[-1])):
         raise ControlPlaneError(f"{ENVTEST_SCRIPT} failed (exit {proc.returncode}):\n" + "\n".join(tail))
     return Path(lines[-1])
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class LocalControlPlane:
-    """etcd and kube-apiserver processes on loopback with a token-authenticated admin."""
-
-    def __init__(self, assets: Path | None = None, workdir: Path | None = None) -> None:
-        self.assets = assets
-        self._own_workdir = workdir is None
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="policyd-cp-"))
-        self.token = os.urandom(16).hex()
-        self.etcd_port = 0
-        self.apiserver_port = 0
-        self._etcd: subprocess.Popen[bytes] | None = None
-        self._apiserver: subprocess.Popen[bytes] | None = None
-        self._logs: list[IO[bytes]] = []
-        self._log_offsets: dict[str, int] = {}
-
-    # -- public API ---------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        """The https URL of the apiserver."""
-        return f"https://127.0.0.1:{self.apiserver_port}"
-
-    @property
-    def kubeconfig_path(self) -> Path:
-        """Path of a kubeconfig for the admin token (TLS verification skipped)."""
-        return self.workdir / "kubeconfig"
-
-    @property
-    def etcd_url(self) -> str:
-        """The http URL of etcd's client endpoint."""
-        return f"http://127.0.0.1:{self.etcd_port}"
-
-    def start(self) -> LocalControlPlane:
-        """Start etcd then the apiserver, and wait until the apiserver is ready."""
-        try:
-            if self.assets is None:
-                self.assets = find_assets()
-            self._prepare_files()
-            for attempt in range(PORT_ATTEMPTS):
-                try:
-                    self._start_etcd()
-                    self.apiserver_port = free_port()
-                    self._start_apiserver()
-                    break
-                except PortInUseError:
-                    _terminate(self._etcd)
-                    if attempt == PORT_ATTEMPTS - 1:
-                        raise
-                    log.warning("port taken, retrying with fresh ports attempt=%d", attempt + 1)
-            self._write_kubeconfig()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def stop(self) -> None:
-        """Stop both processes and delete the work directory (unless POLICYD_ENVTEST_KEEP=1)."""
-        _terminate(self._apiserver)
-        _terminate(self._etcd)
-        self._apiserver = self._etcd = None
-        for handle in self._logs:
-            handle.close()
-        self._logs.clear()
-        if self._own_workdir and os.environ.get("POLICYD_ENVTEST_KEEP") != "1":
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def restart_apiserver(self) -> None:
-        """Stop the apiserver and start it again on the same port, keeping etcd."""
-        _terminate(self._apiserver)
-        self._apiserver = None
-        self._start_apiserver()
-
-    def api_client(self) -> ApiClient:
-        """Return a kubernetes.client.ApiClient built from kubeconfig_path."""
-        from kubernetes import config  # imported late: the module itself needs no client
-
-        return config.new_client_from_config(config_file=str(self.kubeconfig_path))
-
-    def apiserver_log(self) -> str:
-        """Return the tail of the apiserver log."""
-        return _tail_file(self.workdir / "kube-apiserver.log")
-
-    def __enter__(self) -> LocalControlPlane:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    # -- processes ----------------------------------------------------------------
-
-    def _prepare_files(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "certs").mkdir(exist_ok=True)
-        with open(self.workdir / "tokens.csv", "w", newline="") as handle:
-            csv.writer(handle).writerow([self.token, ADMIN_USER, ADMIN_USER, ADMIN_GROUP])
-        key = self.workdir / "sa.key"
-        if not key.exists():
-            _write_rsa_key(key)
-
-    def _start_etcd(self) -> None:
-        assert self.assets is not None
-        self.etcd_port = free_port()
-        peer_port = free_port()
-        peer = f"http://127.0.0.1:{peer_port}"
-        args = [
-            str(self.assets / "etcd"),
-            "--name=policyd",
-            f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={self.etcd_url}",
-            f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=policyd={peer}",
-        ]
-        self._etcd = self._spawn(args, "etcd.log")
-        self._wait_ready(
-            self._etcd,
-            "etcd",
-            "etcd.log",
-            lambda: _http_ok(f"{self.etcd_url}/health"),
-            timeout=30,
-        )
-
-    def _start_apiserver(self) -> None:
-        assert self.assets is not None
-        key = self.workdir / "sa.key"
-        args = [
-            str(self.assets / "kube-apiserver"),
-            f"--etcd-servers={self.etcd_url}",
-            f"--cert-dir={self.workdir / 'certs'}",
-            f"--secure-port={self.apiserver_port}",
-            "--insecure-port=0",  # 1.20 still opens an unauthenticated :8080 by default
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--authorization-mode=RBAC",
-            f"--token-auth-file={self.workdir / 'tokens.csv'}",
-            f"--service-account-key-file={key}",
-            f"--service-account-signing-key-file={key}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
-            "--allow-privileged=true",
-            "--v=1",
-        ]
-        self._apiserver = self._spawn(args, "kube-apiserver.log")
-        self._wait_ready(
-            self._apiserver,
-            "kube-apiserver",
-            "kube-apiserver.log",
-            lambda: _http_ok(f"{self.url}/readyz", token=self.token),
-            timeout=60,
-        )
-
-    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
-        handle = open(self.workdir / log_name, "ab")
-        self._logs.append(handle)
-        self._log_offsets[log_name] = handle.tell()
-        log.info("starting cmd=%s log=%s", args[0], self.workdir / log_name)
-        return subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            cwd=self.workdir,
-            start_new_session=True,
-        )
-
-    def _wait_ready(
-        self,
-        proc: subprocess.Popen[bytes],
-        name: str,
-        log_name: str,
-        probe: Callable[[], bool],
-        timeout: float,
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                tail = _tail_file(self.workdir / log_name, self._log_offsets.get(log_name, 0))
-                error = PortInUseError if "address already in use" in tail else ControlPlaneError
-                raise error(f"{name} exited with code {proc.returncode}; log tail:\n{tail}")
-            if probe():
-                log.info("ready name=%s seconds=%.1f", name, timeout - (deadline - time.monotonic()))
-                return
-            time.sleep(0.1)
-        tail = _tail_file(self.workdir / log_name, self._log_offsets.get(log_name, 0))
-        raise ControlPlaneError(f"{name} not ready after {timeout}s; log tail:\n{tail}")
-
-    def _write_kubeconfig(self) -> None:
-        self.kubeconfig_path.write_text(
-            "apiVersion: v1\n"
-            "kind: Config\n"
-            "clusters:\n"
-            "- name: policyd-test\n"
-            "  cluster:\n"
-            f"    server: {self.url}\n"
-            "    insecure-skip-tls-verify: true\n"
-            "users:\n"
-            f"- name: {ADMIN_USER}\n"
-            "  user:\n"
-            f"    token: {self.token}\n"
-            "contexts:\n"
-            "- name: policyd-test\n"
-            "  context:\n"
-            "    cluster: policyd-test\n"
-            f"    user: {ADMIN_USER}\n"
-            "current-context: policyd-test\n"
-        )
-
-
-def _has_binaries(path: Path) -> bool:
-    return all(os.access(path / name, os.X_OK) for name in ("kube-apiserver", "etcd"))
-
-
-def _write_rsa_key(path: Path) -> None:
-    """Write a 2048-bit RSA private key in PEM form (cryptography if present, else openssl)."""
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-    except ImportError as exc:
-        openssl = shutil.which("openssl")
-        if openssl is None:
-            raise ControlPlaneError("need openssl or the cryptography package for the SA key") from exc
-        subprocess.run(
-            [openssl, "genrsa", "-out", str(path), "2048"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        return
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-
-
-def _http_ok(url: str, token: str | None = None) -> bool:
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    try:
-        with urllib.request.urlopen(request, timeout=2, context=context) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _tail_file(path: Path, offset: int = 0, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            return _tail(handle.read().decode(errors="replace"), lines)
-    except OSError as exc:
-        return f"<cannot read {path}: {exc}>"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from policyd.envtest import LocalControlPlane
+
+from .apiserver import KubeTestContext, provide_assets
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -18,9 +21,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[LocalControlPlane]:
-    """One etcd + kube-apiserver for the whole session; fails (never skips) without binaries."""
-    with LocalControlPlane() as plane:
+def envtest_assets() -> Path:
+    """The directory of kube-apiserver, etcd and kube-scheduler; fails (never skips) without them."""
+    return provide_assets()
+
+
+@pytest.fixture(scope="session")
+def control_plane(envtest_assets: Path) -> Iterator[LocalControlPlane]:
+    """One etcd + kube-apiserver for the whole session."""
+    with LocalControlPlane(envtest_assets) as plane:
         yield plane
 
 

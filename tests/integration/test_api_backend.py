@@ -13,9 +13,10 @@ import pytest
 from policyd.backends.kube.api_backend import CONFLICT, ApiBackend, bind_pod
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.compiler.profiles import compile_sources
+from policyd.envtest import LocalControlPlane
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from benchmarks import e2e  # noqa: E402
-from benchmarks.workloads import workload  # noqa: E402
+from policyd.bench import e2e, e2e_report
+from policyd.bench.workloads import workload
 
 
-def test_tiny_workload_with_both_schedulers(tmp_path: Path) -> None:
+def test_tiny_workload_with_both_schedulers(tmp_path: Path, envtest_assets: Path) -> None:
     progress: list[str] = []
     before = sorted(_children(os.getpid()))  # e.g. the session's control plane, if one runs
     results = e2e.run_workloads(
         [workload("SchedulingBasic/500")],
+        assets=envtest_assets,
         scale=0.003,  # 3 setup pods, 30 measured pods
         node_scale=0.04,  # 20 nodes
         qps=50.0,
@@ -36,7 +32,7 @@ def test_tiny_workload_with_both_schedulers(tmp_path: Path) -> None:
         assert (r.qps, r.burst) == (50.0, 100)
     assert results[0].attempt_metric == "scheduler_e2e_scheduling_duration_seconds"
     assert results[1].attempt_metric == "policyd_scheduling_attempt_duration_seconds"
-    json_path, md_path = e2e.write_results(results, str(tmp_path))
+    json_path, md_path = e2e_report.write_results(results, str(tmp_path))
     doc = json.loads(json_path.read_text())
     assert set(doc["ratios"]) == {"SchedulingBasic/500Nodes"}
     assert "| SchedulingBasic/500Nodes | policyd |" in md_path.read_text()

@@ -9,8 +9,9 @@ import pytest
 
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.backends.kube.events import EventRecorder, PodStatusWriter
+from policyd.envtest import LocalControlPlane
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ import pytest
 
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.backends.kube.informer import PODS, Informer, Resource, pdb_resource
+from policyd.envtest import LocalControlPlane
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 
 
 class Recorder:

@@ -11,8 +11,9 @@ import pytest
 
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.backends.kube.leader import LeaderElectionConfig, LeaderElector
+from policyd.envtest import LocalControlPlane
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 
 FAST = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.3}
 

@@ -11,10 +11,11 @@ import pytest
 from policyd.backends.kube.api_backend import ApiBackend, bind_pod
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.compiler.profiles import compile_sources
+from policyd.envtest import LocalControlPlane
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 from .test_api_backend import REPO, make_node, node_of, wait_for
 
 

@@ -11,9 +11,10 @@ import pytest
 
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.commands.run import RELOAD_FAILED, Runner
+from policyd.envtest import LocalControlPlane
 from policyd.service import config as configuration
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 from .test_api_backend import make_node, make_pod, node_of, wait_for
 
 

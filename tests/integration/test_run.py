@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from policyd.backends.kube.client import ApiError, KubeClient, object_path
+from policyd.envtest import LocalControlPlane
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 from .test_api_backend import make_node, make_pod, node_of, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,11 @@ import pytest
 from policyd.backends.kube.api_backend import BOUND, ApiBackend, BindResult
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.compiler.profiles import compile_sources
+from policyd.envtest import LocalControlPlane
 from policyd.scheduler.cluster.views import pod_view
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
-from .apiserver import KubeTestContext, LocalControlPlane
+from .apiserver import KubeTestContext
 from .test_api_backend import REPO, make_node
 
 NODES = 100

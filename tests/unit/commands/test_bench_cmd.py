@@ -87,3 +87,34 @@ def test_list_names_every_workload(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("SchedulingBasic/5000Nodes", "SchedulingNodeAffinity", "TopologySpreading", "Preemption"):
         assert name in out
+
+
+def test_results_go_to_bench_results_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    tiny = ["-w", "SchedulingBasic/500", "--scale", "0.001", "--node-scale", "0.002", "-q"]
+    assert main(["bench", *tiny]) == 0
+    assert len(list((tmp_path / "bench-results").glob("bench-*.json"))) == 1
+
+
+@pytest.mark.parametrize("mode", ["e2e", "both"])
+@pytest.mark.parametrize("assets", ["unset", "empty"])
+def test_e2e_without_binaries_says_so_in_one_line_and_starts_nothing(
+    mode: str,
+    assets: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if assets == "unset":
+        monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    else:
+        monkeypatch.setenv("KUBEBUILDER_ASSETS", str(tmp_path))
+    out = tmp_path / "out"
+    assert main(["bench", "--mode", mode, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1
+    assert "KUBEBUILDER_ASSETS" in captured.err and "kube-apiserver" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert not out.exists()  # not even the in-process part of --mode both ran

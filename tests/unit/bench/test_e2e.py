@@ -5,22 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from benchmarks import e2e  # noqa: E402
-from benchmarks import e2e_report as report  # noqa: E402
-from benchmarks import e2e_schedulers as procs  # noqa: E402
-from benchmarks.workloads import WORKLOADS, CreatePods, pod_template  # noqa: E402
-from policyd.commands import bench  # noqa: E402
-from policyd.service import config as configuration  # noqa: E402
+from policyd.bench import e2e
+from policyd.bench import e2e_report as report
+from policyd.bench import e2e_schedulers as procs
+from policyd.bench.workloads import WORKLOADS, CreatePods, pod_template
+from policyd.commands import bench
+from policyd.service import config as configuration
 
 METRICS = """\
 # HELP scheduler_e2e_scheduling_duration_seconds [ALPHA] E2e scheduling latency in seconds

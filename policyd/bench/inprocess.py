@@ -2,16 +2,12 @@
 
 Measures the algorithm's own throughput: pods/s over the measured pods (from the moment the measured
 pods are handed to the scheduler until every one is bound or parked), p50/p99 of the wall time of
-each scheduling attempt of a measured op, and the process's peak RSS. `python -m benchmarks.inprocess
-SchedulingBasic/500 --scale 0.1` or `policyd bench`.
+each scheduling attempt of a measured op, and the process's peak RSS (`policyd bench`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import resource
 import sys
 import time
@@ -20,20 +16,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.workloads import Barrier, CreateNodes, CreatePods, Workload, instantiate_node, instantiate_pod
-from benchmarks.workloads import workload as find_workload
-
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_POLICY = str(REPO / "policies" / "default.policy")
-DEFAULT_OUT = str(REPO / "benchmarks" / "results")
+from policyd import shipped
+from policyd.bench.results import machine, percentile, write_result_files
+from policyd.bench.workloads import (
+    Barrier,
+    CreateNodes,
+    CreatePods,
+    Workload,
+    instantiate_node,
+    instantiate_pod,
+)
 
 
 @dataclass
-class Result:
-    """One workload run."""
+class InProcessResult:
+    """One in-process workload run."""
 
     workload: str
     mode: str
@@ -58,25 +55,6 @@ class Result:
         return asdict(self)
 
 
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu": model or platform.processor(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-
-
 def peak_rss_mib() -> float:
     """Peak resident set size of this process so far (MiB)."""
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -91,15 +69,6 @@ def current_rss_mib() -> float:
         return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
     except (OSError, ValueError):
         return 0.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The `q` quantile (0..1) of `values` by nearest rank; 0 when empty."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def _drain(scheduler: Any, latencies: list[float] | None) -> None:
@@ -132,11 +101,11 @@ def run_workload(
     *,
     scale: float = 1.0,
     node_scale: float = 1.0,
-    policy_paths: Sequence[str] = (DEFAULT_POLICY,),
+    policy_paths: Sequence[str] | None = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-) -> Result:
-    """Run `wl` (scaled) in-process and measure the measured ops."""
+) -> InProcessResult:
+    """Run `wl` (scaled) in-process and measure the measured ops (default policy: the shipped one)."""
     from policyd.backends.simulated import SimulatedCluster
     from policyd.compiler.profiles import compile_paths
     from policyd.scheduler.clock import FakeClock
@@ -144,7 +113,7 @@ def run_workload(
 
     wl = wl.scaled(scale, node_scale)
     started = time.perf_counter()
-    policies = compile_paths(list(policy_paths), generation=1)
+    policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
     cluster = SimulatedCluster()
     scheduler = Scheduler(
         policies,
@@ -189,7 +158,7 @@ def run_workload(
     scheduler.binder.shutdown()
     total = time.perf_counter() - started
     measured = wl.measured_pods
-    return Result(
+    return InProcessResult(
         workload=wl.name,
         mode="inprocess",
         scale=scale,
@@ -220,7 +189,7 @@ MARKDOWN_HEADER = (
 )
 
 
-def markdown_row(r: Result) -> str:
+def markdown_row(r: InProcessResult) -> str:
     """One markdown table row of a result."""
     return (
         f"| {r.workload} | {r.mode} | {r.scale:g} | {r.nodes} | {r.measured_pods} | {r.scheduled} | "
@@ -228,42 +197,9 @@ def markdown_row(r: Result) -> str:
     )
 
 
-def write_results(results: Sequence[Result], out_dir: str) -> tuple[Path, Path]:
+def write_results(results: Sequence[InProcessResult], out_dir: str) -> tuple[Path, Path]:
     """Write `<out>/bench-<time>.json` and `.md`; returns both paths."""
-    path = Path(out_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    json_path = path / f"bench-{stamp}.json"
-    md_path = path / f"bench-{stamp}.md"
     document = {"machine": machine(), "results": [r.to_json() for r in results]}
-    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(MARKDOWN_HEADER + "".join(markdown_row(r) for r in results), encoding="utf-8")
-    return json_path, md_path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: run workloads in-process and write the result files."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("workloads", nargs="*", default=["SchedulingBasic/500"])
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (quick runs)")
-    parser.add_argument("--node-scale", type=float, default=1.0, help="multiply node counts")
-    parser.add_argument("--policies", nargs="+", default=[DEFAULT_POLICY])
-    parser.add_argument("--out", default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    results = []
-    for name in args.workloads:
-        r = run_workload(
-            find_workload(name),
-            scale=args.scale,
-            node_scale=args.node_scale,
-            policy_paths=args.policies,
-        )
-        sys.stdout.write(MARKDOWN_HEADER + markdown_row(r))
-        results.append(r)
-    json_path, md_path = write_results(results, args.out)
-    sys.stdout.write(f"wrote {json_path} and {md_path}\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return write_result_files(
+        out_dir, "bench", document, MARKDOWN_HEADER + "".join(markdown_row(r) for r in results)
+    )

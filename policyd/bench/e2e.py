@@ -1,8 +1,8 @@
 """End to end: policyd and kube-scheduler side by side against a real kube-apiserver and etcd.
 
 For each workload and each scheduler (kube-scheduler first, then `policyd run`), a fresh etcd +
-kube-apiserver 1.20 starts on loopback (`tests/integration/apiserver.py`, binaries from
-`scripts/envtest.sh` or `KUBEBUILDER_ASSETS`); the workload's nodes are created Ready (no kubelets:
+kube-apiserver 1.20 starts on loopback (`policyd.envtest`; kube-apiserver, etcd and kube-scheduler
+from the `assets` directory, `KUBEBUILDER_ASSETS`); the workload's nodes are created Ready (no kubelets:
 the status is patched, TaintNodesByCondition is off); the scheduler process starts with the same
 client QPS/burst (kube-scheduler: its v1beta1 config's clientConnection; policyd: its config's
 clientConnection); then the ops run. Pods are created by `CREATE_THREADS` threads on an unthrottled
@@ -17,15 +17,13 @@ between a scrape before and after the measured pods): kube-scheduler 1.20's
 `scheduler_e2e_scheduling_duration_seconds` (from the start of an attempt to the bind's end; 1.23+ call
 it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
 `policyd_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
-alone likewise; peak RSS is the scheduler process's VmHWM. `python -m benchmarks.e2e
-SchedulingBasic/5000 --scale 0.1` or `policyd bench --mode e2e`.
+alone likewise; peak RSS is the scheduler process's VmHWM. `policyd bench --mode e2e -w
+SchedulingBasic/5000 --scale 0.1`.
 """
 
 from __future__ import annotations
 
-import argparse
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,28 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.e2e_report import (
-    KUBE_SCHEDULER,
-    MARKDOWN_HEADER,
-    POLICYD,
-    E2EResult,
-    histogram_delta,
-    markdown_row,
-    markdown_table,
-    write_results,
-)
-from benchmarks.e2e_schedulers import (
+from policyd import shipped
+from policyd.bench.e2e_report import KUBE_SCHEDULER, POLICYD, E2EResult, histogram_delta
+from policyd.bench.e2e_schedulers import (
     SCHEDULERS,
     BenchError,
     SchedulerProcess,
     make_scheduler,
     pod_scheduler_name,
 )
-from benchmarks.inprocess import DEFAULT_OUT, DEFAULT_POLICY, machine
-from benchmarks.workloads import (
+from policyd.bench.results import machine
+from policyd.bench.workloads import (
     Barrier,
     CreateNodes,
     CreatePods,
@@ -65,9 +52,7 @@ from benchmarks.workloads import (
     instantiate_node,
     instantiate_pod,
 )
-from benchmarks.workloads import workload as find_workload
-
-REPO = Path(__file__).resolve().parents[1]
+from policyd.envtest import CONTROL_PLANE_BINARIES, LocalControlPlane, find_assets
 
 DEFAULT_QPS = 50.0  # kube-scheduler's clientConnection defaults
 DEFAULT_BURST = 100
@@ -268,6 +253,7 @@ class WorkloadRun:
         wl: Workload,
         scheduler: str,
         *,
+        assets: Path,
         qps: float,
         burst: int,
         policies: Sequence[str],
@@ -276,6 +262,7 @@ class WorkloadRun:
     ) -> None:
         self.wl = wl
         self.scheduler = scheduler
+        self.assets = assets
         self.qps = qps
         self.burst = burst
         self.policies = policies
@@ -293,15 +280,13 @@ class WorkloadRun:
     def run(self) -> None:
         """Start everything, run the ops, stop everything (also on errors, Ctrl-C and SIGTERM)."""
         from policyd.backends.kube.client import KubeClient
-        from tests.integration.apiserver import LocalControlPlane
 
-        with _terminated_by_sigterm(), LocalControlPlane() as plane:
-            assert plane.assets is not None
+        with _terminated_by_sigterm(), LocalControlPlane(self.assets) as plane:
             # the creating client is not rate-limited (qps 0): creation must not be the bottleneck
             client = KubeClient.connect(kubeconfig=str(plane.kubeconfig_path), qps=0, burst=1)
             sched = make_scheduler(
                 self.scheduler,
-                assets=plane.assets,
+                assets=self.assets,
                 kubeconfig=str(plane.kubeconfig_path),
                 workdir=plane.workdir,
                 qps=self.qps,
@@ -420,19 +405,26 @@ class WorkloadRun:
         )
 
 
+def find_e2e_assets(schedulers: Sequence[str]) -> Path:
+    """The binaries' directory for a run of `schedulers` (`KUBEBUILDER_ASSETS`); raises MissingAssetsError."""
+    kube_scheduler = ("kube-scheduler",) if KUBE_SCHEDULER in schedulers else ()
+    return find_assets(CONTROL_PLANE_BINARIES + kube_scheduler)
+
+
 def run_one(
     wl: Workload,
     scheduler: str,
     *,
+    assets: Path,
     scale: float = 1.0,
     node_scale: float = 1.0,
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
-    policies: Sequence[str] = (DEFAULT_POLICY,),
+    policies: Sequence[str] | None = None,
     threads: int = CREATE_THREADS,
     progress: Callable[[str], None] | None = None,
 ) -> E2EResult:
-    """Run `wl` (scaled) against a fresh control plane with `scheduler`, and measure the measured ops."""
+    """Run `wl` (scaled) against a fresh control plane from `assets` with `scheduler`; measure the measured ops."""
     import urllib3
 
     # the harness's kubeconfig skips TLS verification on purpose (loopback, throwaway certificates)
@@ -441,9 +433,10 @@ def run_one(
     run = WorkloadRun(
         wl.scaled(scale, node_scale),
         scheduler,
+        assets=assets,
         qps=qps,
         burst=burst,
-        policies=policies,
+        policies=policies or [str(shipped.default_policy())],
         threads=threads,
         say=progress or (lambda _text: None),
     )
@@ -495,12 +488,13 @@ def _create_priority_classes(client: Any, wl: Workload) -> None:
 def run_workloads(
     workloads: Sequence[Workload],
     *,
+    assets: Path,
     schedulers: Sequence[str] = SCHEDULERS,
     scale: float = 1.0,
     node_scale: float = 1.0,
     qps: float = DEFAULT_QPS,
     burst: int = DEFAULT_BURST,
-    policies: Sequence[str] = (DEFAULT_POLICY,),
+    policies: Sequence[str] | None = None,
     threads: int = CREATE_THREADS,
     progress: Callable[[str], None] | None = None,
     on_result: Callable[[E2EResult], Any] | None = None,
@@ -512,6 +506,7 @@ def run_workloads(
             result = run_one(
                 wl,
                 scheduler,
+                assets=assets,
                 scale=scale,
                 node_scale=node_scale,
                 qps=qps,
@@ -535,46 +530,3 @@ def parse_schedulers(text: str) -> tuple[str, ...]:
             f"unknown scheduler(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SCHEDULERS)}"
         )
     return names
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: run workloads end to end with both schedulers and write the result files."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("workloads", nargs="*", default=["SchedulingBasic/5000"])
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (quick runs)")
-    parser.add_argument("--node-scale", type=float, default=1.0, help="multiply node counts")
-    parser.add_argument("--qps", type=float, default=DEFAULT_QPS, help="client QPS of both schedulers")
-    parser.add_argument("--burst", type=int, default=DEFAULT_BURST, help="client burst of both schedulers")
-    parser.add_argument("--schedulers", default=",".join(SCHEDULERS), help="comma-separated, run in order")
-    parser.add_argument("--policies", nargs="+", default=[DEFAULT_POLICY])
-    parser.add_argument("--threads", type=int, default=CREATE_THREADS, help="pod/node creating threads")
-    parser.add_argument("--out", default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    try:
-        schedulers = parse_schedulers(args.schedulers)
-        chosen = [find_workload(name) for name in args.workloads]
-    except (KeyError, ValueError) as exc:
-        parser.error(str(exc.args[0]))
-    sys.stdout.write(MARKDOWN_HEADER)
-    results = run_workloads(
-        chosen,
-        schedulers=schedulers,
-        scale=args.scale,
-        node_scale=args.node_scale,
-        qps=args.qps,
-        burst=args.burst,
-        policies=args.policies,
-        threads=args.threads,
-        progress=lambda text: print(text, file=sys.stderr, flush=True),
-        on_result=lambda r: sys.stdout.write(markdown_row(r)),
-    )
-    sys.stdout.write("\n" + markdown_table(results))
-    json_path, md_path = write_results(results, args.out)
-    sys.stdout.write(f"wrote {json_path} and {md_path}\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

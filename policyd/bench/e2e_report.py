@@ -8,16 +8,14 @@ fine as the buckets: kube-scheduler's and policyd's are both 0.001 s x 2^i, 15 b
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.inprocess import machine
+from policyd.bench.results import machine, write_result_files
 
 KUBE_SCHEDULER = "kube-scheduler"
 POLICYD = "policyd"
@@ -190,19 +188,12 @@ def markdown_table(results: Sequence[E2EResult]) -> str:
 
 def write_results(results: Sequence[E2EResult], out_dir: str) -> tuple[Path, Path]:
     """Write `<out>/e2e-<time>.json` and `.md`; returns both paths."""
-    path = Path(out_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    json_path = path / f"e2e-{stamp}.json"
-    md_path = path / f"e2e-{stamp}.md"
     document = {
         "machine": machine(),
         "ratios": ratios(results),
         "results": [_json_safe(r.to_json()) for r in results],
     }
-    json_path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    md_path.write_text(markdown_table(results), encoding="utf-8")
-    return json_path, md_path
+    return write_result_files(out_dir, "e2e", document, markdown_table(results))
 
 
 def _json_safe(doc: dict[str, Any]) -> dict[str, Any]:

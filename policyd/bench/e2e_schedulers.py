@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.e2e_report import KUBE_SCHEDULER, POLICYD
+from policyd.bench.e2e_report import KUBE_SCHEDULER, POLICYD
+from policyd.envtest import free_port
 
-REPO = Path(__file__).resolve().parents[1]
 SCHEDULERS = (KUBE_SCHEDULER, POLICYD)
 READY_TIMEOUT = 120.0
 
@@ -68,7 +68,7 @@ def policyd_config(
 
 
 def policyd_command(config: str) -> list[str]:
-    """The `policyd run` command line (this interpreter, the repository's package)."""
+    """The `policyd run` command line (this interpreter, this package)."""
     return [sys.executable, "-m", "policyd.cli", "run", "--config", config]
 
 
@@ -105,7 +105,7 @@ class SchedulerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=REPO,
+                cwd=self.log_path.parent,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
             )
@@ -192,8 +192,6 @@ def make_scheduler(
     policies: Sequence[str],
 ) -> SchedulerProcess:
     """The process for `scheduler` (kube-scheduler from `assets`, or `policyd run`), not started."""
-    from tests.integration.apiserver import free_port
-
     port = free_port()
     if scheduler == KUBE_SCHEDULER:
         config = workdir / "kube-scheduler.yaml"
