@@ -135,16 +135,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", action="store_true", help="read JSON Lines requests from stdin")
 
 
-def _plain_json_to_cel(v: Any) -> Any:
-    if isinstance(v, bool) or v is None or isinstance(v, str | int | float):
-        return v
-    if isinstance(v, list):
-        return [_plain_json_to_cel(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain_json_to_cel(x) for k, x in v.items()}
-    return v
-
-
 def _display(v: Any) -> Any:
     from policyd.cel.runtime import format_double, to_string
     from policyd.cel.values import Duration, Timestamp, TypeValue, UInt
@@ -197,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"policyd eval: --var needs NAME=JSON, got {item!r}", file=sys.stderr)
             return 2
         try:
-            bindings[name] = _plain_json_to_cel(json.loads(text))
+            bindings[name] = json.loads(text)
         except ValueError as e:
             print(f"policyd eval: invalid JSON for {name}: {e}", file=sys.stderr)
             return 2

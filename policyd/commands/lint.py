@@ -91,11 +91,7 @@ def report(result: LoadResult, fmt: str) -> int:
 def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: str | None) -> LoadResult:
     """Parse and check the union of the config's policy sources, as `policyd run` reloads it."""
     cfg = configuration.load(config_path)
-    paths: list[str] = []
-    for profile in cfg.profiles:
-        for src in profile.sources:
-            if src.path and src.path not in paths:
-                paths.append(src.path)
+    paths = list(cfg.policy_paths())
     wanted = [s.config_map for s in cfg.config_map_sources()]
     manifests = _manifest_args(configmap_files, wanted)
 
@@ -122,11 +118,9 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
     result.io_errors[:0] = io_errors
     if not texts and not io_errors:
         result.io_errors.append("no policy files in the config's policy sources")
-    declared = {p for policy in result.policies for p in policy.profiles}
-    missing = [n for n in cfg.scheduler_names if n not in declared]
-    if missing and not result.has_errors:
-        message = f"no policy declares profile(s) {', '.join(missing)} (policies' `profiles = [...]`)"
-        result.diagnostics.append(Diagnostic("error", message, SourceSpan(config_path), "config"))
+    problem = cfg.undeclared_profiles(p for policy in result.policies for p in policy.profiles)
+    if problem and not result.has_errors:
+        result.diagnostics.append(Diagnostic("error", problem, SourceSpan(config_path), "config"))
     return result
 
 

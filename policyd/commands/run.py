@@ -21,16 +21,15 @@ from policyd.backends.kube.client import ApiError, KubeClient
 from policyd.backends.kube.events import WARNING, ObjectRef
 from policyd.backends.kube.informer import Informer, Resource
 from policyd.backends.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
-from policyd.errors import PolicydError, PolicyError
+from policyd.errors import Diagnostic, PolicydError, PolicyError, SourceSpan
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.queue import QueueConfig
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 from policyd.service import config as configuration
-from policyd.service.config import Config, PolicySource, Profile
+from policyd.service.config import Config, PolicySourceRef
 from policyd.service.http import Passed, ServingEndpoints
-from policyd.service.reload import ConfigMapSource, FileSource, PolicyReloader, ReloadOutcome
-from policyd.service.reload import PolicySource as ReloadSource
+from policyd.service.reload import ConfigMapSource, FileSource, PolicyReloader, PolicySource, ReloadOutcome
 
 log = logging.getLogger(__name__)
 
@@ -102,45 +101,30 @@ def effective_config(args: argparse.Namespace) -> Config:
     return configuration.from_dict(raw, args.config or "<flags>")
 
 
-def policy_sources(profiles: tuple[Profile, ...]) -> tuple[list[ReloadSource], ConfigMapSource | None]:
+def policy_sources(cfg: Config) -> tuple[list[PolicySource], ConfigMapSource | None]:
     """Reload sources for every configured source (the union over profiles)."""
-    paths: list[str] = []
-    maps: list[str] = []
-    for profile in profiles:
-        for src in profile.sources:
-            if src.config_map and src.config_map not in maps:
-                maps.append(src.config_map)
-            elif src.path and src.path not in paths:
-                paths.append(src.path)
-    sources: list[ReloadSource] = []
+    sources: list[PolicySource] = []
+    paths = cfg.policy_paths()
     if paths:
         sources.append(FileSource(paths))
+    maps = [ref.config_map for ref in cfg.config_map_sources()]
     cm = ConfigMapSource(maps) if maps else None
     if cm is not None:
         sources.append(cm)
     return sources, cm
 
 
-def only_profiles(names: tuple[str, ...], policies: CompiledPolicySet) -> CompiledPolicySet:
+def only_profiles(cfg: Config, policies: CompiledPolicySet) -> CompiledPolicySet:
     """Keep the profiles of the configured scheduler names; a configured name with no policy is an error."""
-    missing = [n for n in names if n not in policies.profiles]
-    if missing:
-        raise PolicyError_for(
-            f"no policy declares profile(s) {', '.join(missing)} (policies' `profiles = [...]`)"
-        )
+    problem = cfg.undeclared_profiles(policies.profiles)
+    if problem:
+        raise PolicyError(Diagnostic("error", problem, SourceSpan("<config>")))
     return CompiledPolicySet(
         generation=policies.generation,
         content_hash=policies.content_hash,
-        profiles={n: p for n, p in policies.profiles.items() if n in names},
+        profiles={n: p for n, p in policies.profiles.items() if n in cfg.scheduler_names},
         sources=policies.sources,
     )
-
-
-def PolicyError_for(message: str) -> PolicyError:  # noqa: N802 (reads as a constructor)
-    """A PolicyError carrying one position-less diagnostic."""
-    from policyd.errors import Diagnostic, SourceSpan
-
-    return PolicyError(Diagnostic("error", message, SourceSpan("<config>")))
 
 
 class Runner:
@@ -184,8 +168,8 @@ class Runner:
 
     def load_policies(self) -> CompiledPolicySet:
         """Start policy sources (ConfigMap informers first) and compile the first set."""
-        sources, cm = policy_sources(self.cfg.profiles)
-        names = self.cfg.scheduler_names
+        sources, cm = policy_sources(self.cfg)
+        cfg = self.cfg
 
         def swap(new: CompiledPolicySet) -> None:
             if self.scheduler is not None:
@@ -197,7 +181,7 @@ class Runner:
             sources,
             swap,
             metrics=self.metrics,
-            compile_fn=lambda texts, gen: only_profiles(names, compile_sources(texts, generation=gen)),
+            compile_fn=lambda texts, gen: only_profiles(cfg, compile_sources(texts, generation=gen)),
             on_error=self._reload_failed,
             allow_profile_removal=self.cfg.allow_profile_removal,
         )
@@ -205,7 +189,7 @@ class Runner:
             self._watch_config_maps(cm, [s for s in self.cfg.config_map_sources()])
         return self.reloader.load_initial()
 
-    def _watch_config_maps(self, cm: ConfigMapSource, refs: list[PolicySource]) -> None:
+    def _watch_config_maps(self, cm: ConfigMapSource, refs: list[PolicySourceRef]) -> None:
         for src in refs:
             ns, name = src.config_map_ref
 

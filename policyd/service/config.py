@@ -7,6 +7,7 @@ effective configuration without a file; a file's values override it key by key.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -17,10 +18,11 @@ import yaml
 
 from policyd import shipped
 from policyd.errors import ConfigError
+from policyd.service.http import DEFAULT_ADDRESS, DEFAULT_PORT
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
-DEFAULT_SCHEDULER_NAME = "policyd"
+DEFAULT_PROFILE = "policyd"  # the scheduler name of the profile a config without profiles gets
 
 
 def defaults() -> dict[str, Any]:
@@ -30,7 +32,7 @@ def defaults() -> dict[str, Any]:
         "kind": KIND,
         "profiles": [
             {
-                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "schedulerName": DEFAULT_PROFILE,
                 "policySources": [{"path": str(shipped.default_policy())}],
             }
         ],
@@ -47,7 +49,7 @@ def defaults() -> dict[str, Any]:
             "resourceNamespace": "kube-system",
             "resourceName": "policyd",
         },
-        "serving": {"bindAddress": "127.0.0.1", "port": 10259},
+        "serving": {"bindAddress": DEFAULT_ADDRESS, "port": DEFAULT_PORT},
     }
 
 
@@ -95,8 +97,11 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class PolicySource:
-    """Where policies come from: a file/directory path, or a ConfigMap `namespace/name`."""
+class PolicySourceRef:
+    """A configured place policies come from: a file/directory path, or a ConfigMap `namespace/name`.
+
+    `policyd.service.reload.PolicySource` is what reads them at run time.
+    """
 
     path: str = ""
     config_map: str = ""
@@ -116,7 +121,7 @@ class Profile:
     """One scheduler name and the policy sources that define it."""
 
     scheduler_name: str
-    sources: tuple[PolicySource, ...]
+    sources: tuple[PolicySourceRef, ...]
 
 
 @dataclass(frozen=True)
@@ -156,9 +161,26 @@ class Config:
         """Scheduler names of every profile."""
         return tuple(p.scheduler_name for p in self.profiles)
 
-    def config_map_sources(self) -> tuple[PolicySource, ...]:
+    def policy_paths(self) -> tuple[str, ...]:
+        """Every distinct file/directory policy source, in configuration order."""
+        paths: dict[str, None] = {}
+        for profile in self.profiles:
+            for src in profile.sources:
+                if src.path:
+                    paths.setdefault(src.path)
+        return tuple(paths)
+
+    def undeclared_profiles(self, declared: Iterable[str]) -> str:
+        """The error when a configured scheduler name is in none of `declared` ("" when all are)."""
+        known = set(declared)
+        missing = [n for n in self.scheduler_names if n not in known]
+        if not missing:
+            return ""
+        return f"no policy declares profile(s) {', '.join(missing)} (policies' `profiles = [...]`)"
+
+    def config_map_sources(self) -> tuple[PolicySourceRef, ...]:
         """Every distinct ConfigMap policy source."""
-        seen: dict[str, PolicySource] = {}
+        seen: dict[str, PolicySourceRef] = {}
         for profile in self.profiles:
             for src in profile.sources:
                 if src.config_map:
@@ -166,8 +188,8 @@ class Config:
         return tuple(seen.values())
 
 
-def _source(doc: dict[str, Any]) -> PolicySource:
-    return PolicySource(path=str(doc.get("path", "")), config_map=str(doc.get("configMap", "")))
+def _source(doc: dict[str, Any]) -> PolicySourceRef:
+    return PolicySourceRef(path=str(doc.get("path", "")), config_map=str(doc.get("configMap", "")))
 
 
 def from_dict(doc: Any, source: str = "<config>") -> Config:
@@ -179,7 +201,7 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
     validate(doc, source)
     merged = _merge(defaults(), doc)
     if "profiles" not in doc and "policySources" in doc:
-        merged["profiles"] = [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
+        merged["profiles"] = [{"schedulerName": DEFAULT_PROFILE}]
     shared = [_source(s) for s in doc.get("policySources", [])]
     profiles = []
     names: set[str] = set()
@@ -189,7 +211,7 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
             raise ConfigError(f"{source}: $.profiles[{i}].schedulerName: duplicate scheduler name {name!r}")
         names.add(name)
         own = [_source(s) for s in p.get("policySources", [])]
-        sources = own or shared or [PolicySource(path=str(shipped.default_policy()))]
+        sources = own or shared or [PolicySourceRef(path=str(shipped.default_policy()))]
         profiles.append(Profile(name, tuple(sources)))
     backoff = merged["backoff"]
     if backoff["initialSeconds"] > backoff["maxSeconds"]:

@@ -15,7 +15,7 @@ from policyd.service import config
 def test_defaults_are_valid_and_typed() -> None:
     cfg = config.load(None)
     assert cfg.scheduler_names == ("policyd",)
-    assert cfg.profiles[0].sources == (config.PolicySource(path=str(shipped.default_policy())),)
+    assert cfg.profiles[0].sources == (config.PolicySourceRef(path=str(shipped.default_policy())),)
     assert (cfg.qps, cfg.burst, cfg.bind_parallelism) == (50.0, 100, 16)
     le = cfg.leader_election
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (15.0, 10.0, 2.0)
@@ -48,7 +48,7 @@ def test_file_overrides_defaults_key_by_key(tmp_path: Path) -> None:
     cfg = config.load(path)
     assert cfg.scheduler_names == ("gpu", "batch")
     assert cfg.profiles[0].sources[0].config_map_ref == ("kube-system", "gpu-policies")
-    assert cfg.profiles[1].sources == (config.PolicySource(path="/etc/policyd"),)
+    assert cfg.profiles[1].sources == (config.PolicySourceRef(path="/etc/policyd"),)
     assert cfg.leader_election.lease_duration == 30 and cfg.leader_election.retry_period == 2
     assert cfg.port == 0 and cfg.bind_address == "127.0.0.1"
     assert [str(s) for s in cfg.config_map_sources()] == ["configmap:kube-system/gpu-policies"]
@@ -56,7 +56,7 @@ def test_file_overrides_defaults_key_by_key(tmp_path: Path) -> None:
 
 def test_shared_sources_without_profiles_apply_to_default_profile() -> None:
     cfg = config.from_dict({"policySources": [{"path": "/p"}]})
-    assert cfg.profiles == (config.Profile("policyd", (config.PolicySource(path="/p"),)),)
+    assert cfg.profiles == (config.Profile("policyd", (config.PolicySourceRef(path="/p"),)),)
 
 
 @pytest.mark.parametrize(
