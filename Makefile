@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# shell: $$assets = the directory of kube-apiserver, etcd and kube-scheduler (built on the first call)
+ENVTEST_ASSETS = assets="$$(bash scripts/envtest.sh)" || exit 1; assets="$$(printf '%s\n' "$$assets" | tail -n 1)"
 
-.PHONY: demo test lint unit bench venv envtest clean
+.PHONY: demo test lint unit bench bench-e2e venv envtest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +29,7 @@ envtest:
 	@bash scripts/envtest.sh >/dev/null
 
 test: $(STAMP) lint
-	assets="$$(bash scripts/envtest.sh)" || exit 1; assets="$$(printf '%s\n' "$$assets" | tail -n 1)"; \
+	$(ENVTEST_ASSETS); \
 	KUBEBUILDER_ASSETS="$$assets" $(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
@@ -37,5 +39,9 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/policyd bench
 
+bench-e2e: $(STAMP)
+	$(ENVTEST_ASSETS); \
+	KUBEBUILDER_ASSETS="$$assets" $(VENV)/bin/policyd bench --mode e2e --scale 0.1
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info bench-results
