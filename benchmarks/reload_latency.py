@@ -23,6 +23,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from policyd.bench.results import percentile
+
 POLICIES = 50
 TARGET_P99 = 1.0
 
@@ -49,13 +51,6 @@ policy tenant{index:02d} {{
 """
 
 
-def percentile(samples: list[float], q: float) -> float:
-    """The q-th percentile (nearest rank)."""
-    ordered = sorted(samples)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
-
-
 def wait_generation(current: Callable[[], int], target: int, timeout: float = 30.0) -> None:
     """Poll (1 ms) until the scheduler's generation reaches `target`."""
     deadline = time.perf_counter() + timeout
@@ -67,7 +62,7 @@ def wait_generation(current: Callable[[], int], target: int, timeout: float = 30
 
 def report(name: str, samples: list[float]) -> bool:
     """Print p50/p99/max in ms; True when p99 meets the target."""
-    p50, p99 = percentile(samples, 50), percentile(samples, 99)
+    p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
     ok = p99 < TARGET_P99
     print(
         f"{name:<28} n={len(samples):<3} p50={p50 * 1000:7.1f} ms  p99={p99 * 1000:7.1f} ms  "
