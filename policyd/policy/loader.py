@@ -11,30 +11,22 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from policyd.cel import syntax as cel_ast
 from policyd.cel.checker import check
 from policyd.cel.cost import cost_report
 from policyd.cel.env import CelEnv, CheckResult
 from policyd.cel.types import CelType
+from policyd.cel.walk import free_idents
 from policyd.errors import Diagnostic, SourceSpan
 from policyd.policy import syntax as ir
+from policyd.policy.checked import CheckedPolicy, analyse
 from policyd.policy.env import COST_LIMIT, LET_CONTEXTS, Context, policy_env, result_problem
 from policyd.policy.text_form import ParseResult, parse_policy_text
 from policyd.policy.yaml_form import parse_policy_yaml
 
 POLICY_SUFFIXES = (".policy", ".yaml", ".yml")
-
-
-@dataclass(frozen=True)
-class CheckedExpression:
-    """The checker's verdict on one policy expression."""
-
-    expr: ir.Expression
-    context: Context
-    result: CheckResult
 
 
 @dataclass
@@ -45,8 +37,8 @@ class LoadResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     io_errors: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    # id(ir.Expression) -> its check result
-    checked: dict[int, CheckedExpression] = field(default_factory=dict)
+    # the policies checked, in the order of `policies`: what the compiler consumes
+    checked: list[CheckedPolicy] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -135,19 +127,18 @@ def load_texts(texts: Mapping[str, str]) -> LoadResult:
         result.files.append(name)
         checked = _check_file(name, text)
         result.diagnostics.extend(checked.diagnostics)
-        result.checked.update(checked.checked)
-        result.policies.extend(checked.policies)
+        result.checked.extend(checked.checked)
+        result.policies.extend(c.policy for c in checked.checked)
     result.diagnostics.extend(check_policy_set(result.policies))
     return result
 
 
 @dataclass(frozen=True)
 class _CheckedFile:
-    """One file's policies with the diagnostics and check results that depend on that file only."""
+    """One file's checked policies with the diagnostics that depend on that file only."""
 
-    policies: tuple[ir.Policy, ...]
+    checked: tuple[CheckedPolicy, ...]
     diagnostics: tuple[Diagnostic, ...]
-    checked: Mapping[int, CheckedExpression]
 
 
 # (name, text) -> checked file: a reload re-checks only the files that changed (policies are frozen)
@@ -166,13 +157,12 @@ def _check_file(name: str, text: str) -> _CheckedFile:
             return hit
     parsed = parse_file(name, text)
     diagnostics = list(parsed.diagnostics)
-    checked: dict[int, CheckedExpression] = {}
+    checked: list[CheckedPolicy] = []
     for policy in parsed.policies:
         checker = PolicyChecker(policy)
-        checker.run()
+        checked.append(checker.run())
         diagnostics.extend(checker.diagnostics)
-        checked.update(checker.checked)
-    entry = _CheckedFile(tuple(parsed.policies), tuple(diagnostics), checked)
+    entry = _CheckedFile(tuple(checked), tuple(diagnostics))
     with _FILE_CACHE_LOCK:
         _FILE_CACHE[key] = entry
         while len(_FILE_CACHE) > _FILE_CACHE_SIZE:
@@ -218,49 +208,19 @@ def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
     return out
 
 
-def idents(node: cel_ast.Expr, bound: frozenset[str] = frozenset()) -> Iterator[cel_ast.Ident]:
-    """Free identifiers of an expression (comprehension variables excluded)."""
-    if isinstance(node, cel_ast.Ident):
-        if node.name not in bound:
-            yield node
-    elif isinstance(node, cel_ast.Select):
-        yield from idents(node.operand, bound)
-    elif isinstance(node, cel_ast.Call):
-        if node.target is not None:
-            yield from idents(node.target, bound)
-        for arg in node.args:
-            yield from idents(arg, bound)
-    elif isinstance(node, cel_ast.CreateList):
-        for element in node.elements:
-            yield from idents(element, bound)
-    elif isinstance(node, cel_ast.CreateMap):
-        for entry in node.entries:
-            yield from idents(entry.key, bound)
-            yield from idents(entry.value, bound)
-    elif isinstance(node, cel_ast.CreateMessage):
-        for init in node.fields:
-            yield from idents(init.value, bound)
-    elif isinstance(node, cel_ast.Comprehension):
-        yield from idents(node.iter_range, bound)
-        yield from idents(node.accu_init, bound)
-        inner = bound | {node.iter_var, node.accu_var}
-        yield from idents(node.loop_condition, inner)
-        yield from idents(node.loop_step, inner)
-        yield from idents(node.result, bound | {node.accu_var})
-
-
 class PolicyChecker:
     """Type-checks one policy's expressions; collects diagnostics."""
 
     def __init__(self, policy: ir.Policy) -> None:
         self.policy = policy
         self.diagnostics: list[Diagnostic] = []
-        self.checked: dict[int, CheckedExpression] = {}
+        # id(ir.Expression) -> (context, environment, check result)
+        self.checks: dict[int, tuple[Context, CelEnv, CheckResult]] = {}
         self.let_types: dict[str, CelType] = {}
         self.used_lets: set[str] = set()
 
-    def run(self) -> None:
-        """Check every part of the policy."""
+    def run(self) -> CheckedPolicy:
+        """Check every part of the policy; the checked policy."""
         p = self.policy
         if p.match is not None:
             self.expression(p.match, Context.MATCH, "match")
@@ -295,6 +255,7 @@ class PolicyChecker:
                 self.diagnostics.append(
                     let.name.diagnostic("warning", f"let {let.name.value!r} is never used", "unused-let")
                 )
+        return analyse(p, self.checks)
 
     def lets(self) -> None:
         """Check lets in order; each sees the earlier ones."""
@@ -307,7 +268,7 @@ class PolicyChecker:
                 )
             seen.add(name)
             result = self.expression(let.expr, Context.LET, f"let {name!r}")
-            self.let_types[name] = result.type if result is not None else _dyn()
+            self.let_types[name] = result.type
 
     def rule_names(self) -> None:
         """Filter, score and permit names are unique within a policy."""
@@ -329,7 +290,7 @@ class PolicyChecker:
         """Report lets used before definition and misplaced `victim`; the offsets reported."""
         reported: set[int] = set()
         let_names = {let.name.value for let in self.policy.lets}
-        for ident in idents(expr.ast):
+        for ident in free_idents(expr.ast):
             name = ident.name
             if name in let_names:
                 self.used_lets.add(name)
@@ -350,7 +311,7 @@ class PolicyChecker:
                 reported.add(ident.offset)
         return reported
 
-    def expression(self, expr: ir.Expression, context: Context, label: str) -> CheckResult | None:
+    def expression(self, expr: ir.Expression, context: Context, label: str) -> CheckResult:
         """Check one expression; report issues, a wrong result type and an over-budget cost."""
         reported = self._scope_problems(expr, context)
         env = policy_env(context, self.let_types)
@@ -359,7 +320,7 @@ class PolicyChecker:
             if issue.offset in reported:
                 continue
             self.diagnostics.append(expr.diagnostic("error", issue.message, issue.offset, "type"))
-        self.checked[id(expr)] = CheckedExpression(expr, context, result)
+        self.checks[id(expr)] = (context, env, result)
         if not result.issues and not reported:
             problem = result_problem(context, result.type)
             if problem is not None:
@@ -377,24 +338,9 @@ class PolicyChecker:
         self.diagnostics.append(expr.diagnostic("error", message, report.hotspot_offset, "cost"))
 
 
-def _dyn() -> CelType:
-    from policyd.cel.types import DYN
-
-    return DYN
-
-
 def first_span(diagnostics: Sequence[Diagnostic]) -> SourceSpan | None:
     """The span of the first error (for one-line summaries)."""
     for d in diagnostics:
         if d.severity == "error":
             return d.span
     return None
-
-
-def types_of_lets(checked: Mapping[int, CheckedExpression], policy: ir.Policy) -> dict[str, CelType]:
-    """The checked type of each let of `policy`."""
-    out: dict[str, CelType] = {}
-    for let in policy.lets:
-        entry = checked.get(id(let.expr))
-        out[let.name.value] = entry.result.type if entry is not None else _dyn()
-    return out

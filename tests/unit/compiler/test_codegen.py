@@ -9,13 +9,14 @@ import pytest
 from policyd import framework as pl
 from policyd.compiler.profiles import compile_paths, compile_policy_set
 from policyd.errors import PolicyError
+from policyd.policy.loader import load_texts
 from policyd.policy.text_form import parse_policy_text
 
 
 def compile_text(text: str) -> pl.CompiledPolicySet:
-    parsed = parse_policy_text(text, "t.policy")
-    assert parsed.diagnostics == []
-    return compile_policy_set(parsed.policies, generation=1)
+    loaded = load_texts({"t.policy": text})
+    assert loaded.errors == [], [str(d) for d in loaded.errors]
+    return compile_policy_set(loaded.checked, generation=1)
 
 
 def pod(name: str = "p", **fields: Any) -> dict[str, Any]:
