@@ -351,11 +351,14 @@ _DEFAULT_VICTIMS = "victim.priority < pod.priority"
 
 def _preemption(owner: CheckedPolicy | None) -> pl.PreemptionSpec:
     section = owner.policy.preemption if owner is not None else None
-    enabled = default_expression(_DEFAULT_ENABLED, Context.PREEMPT_ENABLED)
-    victims = default_expression(_DEFAULT_VICTIMS, Context.VICTIMS)
-    if owner is not None and section is not None:
-        enabled = owner.of(section.enabled) if section.enabled is not None else enabled
-        victims = owner.of(section.victims) if section.victims is not None else victims
+    if owner is not None and section is not None and section.enabled is not None:
+        enabled = owner.of(section.enabled)
+    else:
+        enabled = default_expression(_DEFAULT_ENABLED, Context.PREEMPT_ENABLED)
+    if owner is not None and section is not None and section.victims is not None:
+        victims = owner.of(section.victims)
+    else:
+        victims = default_expression(_DEFAULT_VICTIMS, Context.VICTIMS)
     may = _function(enabled, ("pod",))
     victim = _function(victims, ("pod", "victim"))
 
