@@ -1,8 +1,9 @@
 """Paths -> parsed and checked policies with every diagnostic (what `policyd lint` reports).
 
 `load_policies(paths)` reads `.policy`, `.yaml` and `.yml` files (directories recursively), parses
-them (text or YAML form), type-checks every expression in its policy environment
-(`policyd.policy.env`), estimates costs and checks names across the set.
+them (text or YAML form), type-checks every expression once in its policy environment
+(`policyd.policy.env`), estimates costs and checks names across the set. Each policy comes back as a
+`policyd.policy.checked.CheckedPolicy`, which the compiler consumes without checking again.
 """
 
 from __future__ import annotations
@@ -31,14 +32,18 @@ POLICY_SUFFIXES = (".policy", ".yaml", ".yml")
 
 @dataclass
 class LoadResult:
-    """Policies (in path order) and every diagnostic; I/O problems are kept apart."""
+    """Checked policies (in path order) and every diagnostic; I/O problems are kept apart."""
 
-    policies: list[ir.Policy] = field(default_factory=list)
+    # the checked policies (in path order): what the compiler consumes
+    checked: list[CheckedPolicy] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     io_errors: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    # the policies checked, in the order of `policies`: what the compiler consumes
-    checked: list[CheckedPolicy] = field(default_factory=list)
+
+    @property
+    def policies(self) -> list[ir.Policy]:
+        """The policies, in path order."""
+        return [c.policy for c in self.checked]
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -128,7 +133,6 @@ def load_texts(texts: Mapping[str, str]) -> LoadResult:
         checked = _check_file(name, text)
         result.diagnostics.extend(checked.diagnostics)
         result.checked.extend(checked.checked)
-        result.policies.extend(c.policy for c in checked.checked)
     result.diagnostics.extend(check_policy_set(result.policies))
     return result
 
