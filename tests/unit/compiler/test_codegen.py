@@ -274,7 +274,7 @@ def test_unresolvable_marks_failures_preemption_cannot_fix() -> None:
 
 
 def test_unresolvable_must_be_bool() -> None:
-    from policyd.policy.loader import PolicyChecker
+    from policyd.policy.checker import PolicyChecker
 
     parsed = parse_policy_text(
         'policy p {\n  filter F {\n    expr = true\n    unresolvable = "yes"\n  }\n}\n', "t.policy"
