@@ -132,7 +132,6 @@ class _Writer:
 class PolicyCode:
     """Generated functions of one policy and the static tables around them."""
 
-    policy: ir.Policy
     checked: CheckedPolicy
     filters: tuple[pl.RuleRef, ...]
     scores: tuple[pl.ScoreRule, ...]
@@ -157,6 +156,11 @@ class PolicyCode:
     # pod-only let name -> its slot in `P`
     pod_let_slots: dict[str, int] = field(default_factory=dict)
     _vector: Any = None
+
+    @property
+    def policy(self) -> ir.Policy:
+        """The policy the functions were generated from."""
+        return self.checked.policy
 
     def vector_plan(self) -> vectorize.PolicyPlan:
         """The policy's rules lowered to vectorised plans (`policyd.compiler.lowering`), made once."""
@@ -466,7 +470,6 @@ class _PolicyGenerator:
             for r in p.filters
         }
         return PolicyCode(
-            policy=p,
             checked=self.checked,
             filters=filters,
             scores=scores,

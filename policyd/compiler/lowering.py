@@ -1,6 +1,7 @@
 """Lowering of filter / score expressions to vectorised plans over node columns.
 
-`lower(expr, lets)` takes a checked CEL AST (and the ASTs of the lets it may use) and returns an
+`lower_policy(checked)` lowers each filter and score of a checked policy (`policyd.policy.checked`):
+`lower(expr, lets, closure)` takes a checked CEL AST (and the ASTs of the lets it needs) and returns an
 `ExprPlan` when the expression reads nothing of the node but the columns of
 `policyd.evaluation.columns.NodeColumns` (resource maps with constant keys, labels, taints, name,
 podCount, unschedulable, ready) and does not call the `cluster` view with the node; otherwise None,
@@ -24,7 +25,7 @@ generated per-node functions (tests/unit/compiler/test_lowering.py checks that p
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ from policyd.cel.walk import (
     walk,
 )
 from policyd.policy import syntax as ir
-from policyd.policy.checked import CheckedPolicy, let_closure, lets_used
+from policyd.policy.checked import CheckedPolicy
 
 BoolArray = npt.NDArray[np.bool_]
 AnyArray = npt.NDArray[Any]
@@ -158,18 +159,14 @@ def _cluster_node_args(e: ast.Expr) -> set[int]:
     return out
 
 
-def _let_deps(lets: Mapping[str, ast.Expr]) -> dict[str, list[str]]:
-    """Each let's direct uses of the other lets."""
-    return {name: [d for d in lets_used(e, lets) if d != name] for name, e in lets.items()}
-
-
-def _supported_statically(expr: ast.Expr, lets: Mapping[str, ast.Expr], per_row: bool = False) -> bool:
-    """True when every node read outside pod-guarded comprehension bodies is a column.
+def _supported_statically(exprs: Sequence[ast.Expr], per_row: bool = False) -> bool:
+    """True when every node read of `exprs` (a rule and its let closure) outside pod-guarded
+    comprehension bodies is a column.
 
     With `per_row`, the node may also be passed whole to the cluster view (evaluated once per row:
     worth it for scores over the feasible rows only).
     """
-    for e in [expr, *(lets[n] for n in let_closure(expr, _let_deps(lets)))]:
+    for e in exprs:
         allowed = _cluster_node_args(e) if per_row else set()
         for use, bound in walk(e, into=_unguarded_children):
             if not _is_node_use(use, bound) or id(use) in allowed:
@@ -1005,20 +1002,21 @@ def checked_types(expr: ast.Expr, check_types: Mapping[int, Any]) -> dict[int, A
 
 def lower(
     expr: ast.Expr,
-    lets: Mapping[str, ast.Expr] | None = None,
+    lets: Mapping[str, ast.Expr],
+    closure: tuple[str, ...],
     kind: str = "filter",
     types: Mapping[int, Any] | None = None,
 ) -> ExprPlan | None:
     """A vectorised plan of a filter (`kind="filter"`) or score expression, or None when per-node only.
 
-    `types` maps `id(node)` to checked types (`checked_types`) for the expression and its lets; typed
-    field selections on absent fields read the zero value as the generated code does.
+    `closure` names the lets (of `lets`) the expression needs, dependencies first; `types` maps
+    `id(node)` to checked types (`checked_types`) for the expression and its lets: typed field
+    selections on absent fields read the zero value as the generated code does.
     """
-    lets = dict(lets or {})
-    if not _supported_statically(expr, lets, per_row=kind == "score"):
+    needed = [lets[name] for name in closure]
+    if not _supported_statically([expr, *needed], per_row=kind == "score"):
         return None
-    closure = let_closure(expr, _let_deps(lets))
-    if any("victim" in free_names(lets[name]) for name in closure):
+    if any("victim" in free_names(let) for let in needed):
         return None
     return ExprPlan(expr, lets, closure, kind, dict(types or {}))
 
@@ -1052,7 +1050,7 @@ def lower_policy(checked: CheckedPolicy) -> PolicyPlan:
         if not result.ok:
             return None
         own = checked_types(expr.ast, result.result.types)
-        return lower(expr.ast, lets, kind, {**types, **own})
+        return lower(expr.ast, lets, result.lets, kind, {**types, **own})
 
     filters = tuple(plan(rule.expr, "filter") for rule in policy.filters)
     scores = tuple(plan(rule.expr, "score") for rule in policy.scores)

@@ -63,7 +63,10 @@ def test_supported_statically_is_lowerings_without_a_variable_named_node(
     lets = {"app": let}
     if any(binds(e, {"node", "cluster"}) or iter_var_in_result(e) for e in (expr, let)):
         return
-    assert vz._supported_statically(expr, lets, per_row) == old_supported_statically(expr, lets, per_row)
+    closure = [lets[n] for n in let_closure(expr, {"app": []})]
+    assert vz._supported_statically([expr, *closure], per_row) == old_supported_statically(
+        expr, lets, per_row
+    )
 
 
 @given(trees(), trees(), trees())
@@ -82,7 +85,7 @@ def test_lowering_took_an_iteration_variable_named_node_for_the_node() -> None:
     """Old `_supported_statically` kept this per node: `node` in the loop body is a label key."""
     e = parse_cel('node.labels.all(node, node != "gpu") && node.name != "n1"')
     assert not old_supported_statically(e, {})
-    assert vz._supported_statically(e, {})
+    assert vz._supported_statically([e])
 
 
 SHADOWING = """
