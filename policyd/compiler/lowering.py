@@ -49,6 +49,7 @@ from policyd.cel.walk import (
 )
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
+from policyd.policy.env import Context, policy_env
 
 BoolArray = npt.NDArray[np.bool_]
 AnyArray = npt.NDArray[Any]
@@ -513,8 +514,6 @@ def _convert(fn: str, x: Any, n: int) -> Any:
 
 @functools.cache
 def _functions() -> dict[str, Any]:
-    from policyd.policy.env import Context, policy_env
-
     return dict(policy_env(Context.FILTER).functions)
 
 
