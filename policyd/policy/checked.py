@@ -37,7 +37,8 @@ class CheckedExpression:
     result: CheckResult
     # the lets the expression needs, transitively, dependencies first
     lets: tuple[str, ...] = ()
-    # field paths read by the expression and the lets it needs (let names excluded from its own reads)
+    # field paths read by the expression and the lets it needs (a rule's own reads of let names are
+    # left out; a let's are kept, see `CheckedLet.reads`)
     reads: frozenset[str] = frozenset()
 
     @property
@@ -67,7 +68,8 @@ class CheckedLet:
     deps: tuple[str, ...]
     # reads only `pod`, `cluster` and pod-only lets: computed once per pod, not per node
     pod_only: bool
-    # field paths read by the let and, transitively, the lets it uses (names of those lets included)
+    # field paths read by the let and, transitively, the lets it uses; the names of those lets are
+    # included, as the compiler always had them (a rule using such a let wakes on every event)
     reads: frozenset[str]
 
 
