@@ -16,6 +16,7 @@ from policyd.cel.env import FunctionDecl, Overload
 from policyd.cel.types import BOOL, DOUBLE, INT, STRING, CelType, ListType, OpaqueType, TypeParam
 from policyd.cel.values import INT64_MAX, INT64_MIN, Quantity
 from policyd.errors import CelEvalError
+from policyd.quantity import format_quantity, parse_quantity
 
 QUANTITY = OpaqueType("kubernetes.Quantity")
 A = TypeParam("A")
@@ -24,8 +25,6 @@ LIST_A = ListType(A)
 
 def quantity(text: Any) -> Quantity:
     """`quantity(string)`: parse a Kubernetes quantity; malformed text is an error."""
-    from policyd.quantity import parse_quantity
-
     if type(text) is not str:
         raise rt.no_overload("quantity", text)
     try:
@@ -52,8 +51,6 @@ def _q(v: Any) -> Fraction:
 
 
 def _format(value: Fraction) -> Quantity:
-    from policyd.quantity import format_quantity
-
     return Quantity(value, format_quantity(value))
 
 

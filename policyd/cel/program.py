@@ -2,37 +2,30 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from policyd.cel import runtime as rt
 from policyd.cel import syntax as ast
+from policyd.cel.checker import check as check_expression
 from policyd.cel.codegen import container_candidates, generate_function
+from policyd.cel.cost import estimate
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl
+from policyd.cel.k8s import k8s_functions
 from policyd.cel.parser import parse_cel
 from policyd.cel.stdlib import standard_functions
 from policyd.cel.types import DYN, CelType
+from policyd.cel.walk import Bound, Scoped, scoped_children, walk
 from policyd.errors import CelError, CelEvalError, SourceSpan
 
 _EMPTY: Mapping[str, Any] = {}
 
 
-def _optional(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
 def library_functions() -> dict[str, FunctionDecl]:
     """The standard library plus the Kubernetes CEL library declarations."""
     functions = dict(standard_functions())
-    k8s = _optional("policyd.cel.k8s")
-    if k8s is not None:
-        functions.update(k8s.k8s_functions())
+    functions.update(k8s_functions())
     return functions
 
 
@@ -92,7 +85,7 @@ def _line_col(text: str | None, offset: int) -> tuple[int, int]:
 
 
 def reads_of(expr: ast.Expr, env: CelEnv) -> frozenset[str]:
-    """Field paths read (`var` or `var.field`) by a simple AST walk (fallback without the checker)."""
+    """Field paths read (`var` or `var.field`) by `expr` without checking it (what `check=False` reports)."""
     out: set[str] = set()
 
     def declared(name: str) -> str | None:
@@ -101,35 +94,25 @@ def reads_of(expr: ast.Expr, env: CelEnv) -> frozenset[str]:
                 return cand
         return None
 
-    def walk(e: Any, locals_: frozenset[str]) -> None:
-        if isinstance(e, ast.Select) and isinstance(e.operand, ast.Ident) and e.operand.name not in locals_:
+    def variable_field(e: ast.Expr, bound: Bound) -> tuple[str, str] | None:
+        if isinstance(e, ast.Select) and isinstance(e.operand, ast.Ident) and e.operand.name not in bound:
             var = declared(e.operand.name)
             if var is not None:
-                out.add(var if var == "cluster" else f"{var}.{e.field}")
-                return
-        if isinstance(e, ast.Ident):
-            if e.name not in locals_:
-                var = declared(e.name)
-                if var is not None:
-                    out.add(var)
-            return
-        if isinstance(e, ast.Comprehension):
-            walk(e.iter_range, locals_)
-            walk(e.accu_init, locals_)
-            inner = locals_ | {e.iter_var, e.accu_var}
-            for sub in (e.loop_condition, e.loop_step):
-                walk(sub, inner)
-            walk(e.result, locals_ | {e.accu_var})
-            return
-        if isinstance(e, ast.Node):
-            for value in vars(e).values():
-                if isinstance(value, tuple):
-                    for v in value:
-                        walk(v, locals_)
-                elif isinstance(value, ast.Node):
-                    walk(value, locals_)
+                return var, e.field
+        return None
 
-    walk(expr, frozenset())
+    def into(e: ast.Expr, bound: Bound) -> tuple[Scoped, ...]:
+        return () if variable_field(e, bound) is not None else scoped_children(e, bound)
+
+    for node, bound in walk(expr, into=into):
+        selected = variable_field(node, bound)
+        if selected is not None:
+            variable, name = selected
+            out.add(variable if variable == "cluster" else f"{variable}.{name}")
+        elif isinstance(node, ast.Ident) and node.name not in bound:
+            whole = declared(node.name)
+            if whole is not None:
+                out.add(whole)
     return frozenset(out)
 
 
@@ -145,18 +128,16 @@ def compile_expression(
     expr = parse_cel(text_or_ast, macros=env.macros) if isinstance(text_or_ast, str) else text_or_ast
     result: CheckResult | None = None
     typ: CelType = DYN
-    checker = _optional("policyd.cel.checker") if check else None
-    if checker is not None:
-        result = checker.check(expr, env)
+    if check:
+        result = check_expression(expr, env)
         if result.issues:
             first = result.issues[0]
             line, column = _line_col(text, first.offset)
             raise CelCompileError(first.message, first.offset, line, column, tuple(result.issues))
         typ = result.type
     cost = 0
-    coster = _optional("policyd.cel.cost") if result is not None else None
-    if coster is not None:
-        cost = int(coster.estimate(expr, result, env))
+    if result is not None:
+        cost = int(estimate(expr, result, env))
         if env.cost_limit is not None and cost > env.cost_limit:
             line, column = _line_col(text, expr.offset)
             raise CelCompileError(

@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from policyd.cel.values import UInt
+
 
 @dataclass(frozen=True)
 class CelType:
@@ -195,8 +197,6 @@ def zero_value(t: CelType) -> object:
     if t == INT:
         return 0
     if t == UINT:
-        from policyd.cel.values import UInt
-
         return UInt(0)
     if t == DOUBLE:
         return 0.0

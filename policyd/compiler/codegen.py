@@ -21,18 +21,15 @@ from typing import Any
 
 from policyd import framework as pl
 from policyd.cel import syntax as cel_ast
-from policyd.cel.checker import check
 from policyd.cel.codegen import expression_source
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
-from policyd.cel.types import DYN, CelType
+from policyd.cel.walk import Bound, Scoped, is_field_of, is_free, scoped_children, walk
 from policyd.compiler import lowering as vectorize
 from policyd.policy import syntax as ir
-from policyd.policy.env import LET_CONTEXTS, Context, policy_env
-from policyd.policy.loader import idents
+from policyd.policy.checked import CheckedPolicy
+from policyd.policy.env import LET_CONTEXTS, Context
 
 log = logging.getLogger(__name__)
-
-POD_VARIABLES = frozenset({"pod", "cluster"})
 
 
 class _Unset:
@@ -135,7 +132,7 @@ class _Writer:
 class PolicyCode:
     """Generated functions of one policy and the static tables around them."""
 
-    policy: ir.Policy
+    checked: CheckedPolicy
     filters: tuple[pl.RuleRef, ...]
     scores: tuple[pl.ScoreRule, ...]
     match: Callable[..., Any]
@@ -160,18 +157,24 @@ class PolicyCode:
     pod_let_slots: dict[str, int] = field(default_factory=dict)
     _vector: Any = None
 
+    @property
+    def policy(self) -> ir.Policy:
+        """The policy the functions were generated from."""
+        return self.checked.policy
+
     def vector_plan(self) -> vectorize.PolicyPlan:
         """The policy's rules lowered to vectorised plans (`policyd.compiler.lowering`), made once."""
         if self._vector is None:
-            self._vector = vectorize.lower_policy(self.policy)
+            self._vector = vectorize.lower_policy(self.checked)
         return self._vector  # type: ignore[no-any-return]
 
 
 class _PolicyGenerator:
     """Writes the Python module of one policy (a visitor over its rules, as Jinja2's CodeGenerator)."""
 
-    def __init__(self, policy: ir.Policy) -> None:
-        self.policy = policy
+    def __init__(self, checked: CheckedPolicy) -> None:
+        self.checked = checked
+        self.policy = policy = checked.policy
         self.globals: dict[str, Any] = {
             "_UNSET": UNSET,
             "_LetError": LetError,
@@ -186,38 +189,10 @@ class _PolicyGenerator:
         }
         self.counter = 0
         self.let_index = {let.name.value: i for i, let in enumerate(policy.lets)}
-        self.let_types: dict[str, CelType] = {}
-        self.let_reads: dict[str, frozenset[str]] = {}
-        self.let_deps: dict[str, list[str]] = {}
-        self.pod_only: dict[str, bool] = {}
         self.slot: dict[str, tuple[str, int]] = {}
-        self._analyse_lets()
-
-    # -- analysis --------------------------------------------------------------------------------
-
-    def _lets_used(self, expr: ir.Expression) -> list[str]:
-        seen: list[str] = []
-        for ident in idents(expr.ast):
-            if ident.name in self.let_index and ident.name not in seen:
-                seen.append(ident.name)
-        return seen
-
-    def _analyse_lets(self) -> None:
         pod_slots = node_slots = 0
-        for let in self.policy.lets:
-            name = let.name.value
-            env = policy_env(Context.LET, self.let_types)
-            result = check(let.expr.ast, env)
-            self.let_types[name] = result.type if not result.issues else DYN
-            deps = [d for d in self._lets_used(let.expr) if d in self.let_types and d != name]
-            self.let_deps[name] = deps
-            reads = set(result.reads)
-            for d in deps:
-                reads |= self.let_reads[d]
-            self.let_reads[name] = frozenset(reads)
-            own = {r.split(".")[0] for r in result.reads} - set(self.let_index)
-            self.pod_only[name] = own <= POD_VARIABLES and all(self.pod_only[d] for d in deps)
-            if self.pod_only[name]:
+        for name, let in checked.lets.items():
+            if let.pod_only:
                 self.slot[name] = ("P", pod_slots)
                 pod_slots += 1
             else:
@@ -226,32 +201,18 @@ class _PolicyGenerator:
         self.pod_slots = pod_slots
         self.node_slots = node_slots
 
+    # -- analysis (from the checked policy) ------------------------------------------------------
+
     def closure(self, expr: ir.Expression) -> list[str]:
         """The lets `expr` needs, dependencies first."""
-        out: list[str] = []
-
-        def visit(name: str) -> None:
-            if name in out:
-                return
-            for dep in self.let_deps.get(name, ()):
-                visit(dep)
-            out.append(name)
-
-        for name in self._lets_used(expr):
-            if name in self.let_types:
-                visit(name)
-        return out
+        return list(self.checked.of(expr).lets)
 
     def reads_of(self, *exprs: ir.Expression | None) -> frozenset[str]:
         """Field paths read by expressions and the lets they use."""
         out: set[str] = set()
         for expr in exprs:
-            if expr is None:
-                continue
-            result = check(expr.ast, policy_env(Context.FILTER, self.let_types))
-            out |= {r for r in result.reads if r.split(".")[0] not in self.let_types}
-            for name in self.closure(expr):
-                out |= self.let_reads[name]
+            if expr is not None:
+                out |= self.checked.of(expr).reads
         return frozenset(out)
 
     def filter_exprs(self) -> list[ir.Expression]:
@@ -268,17 +229,19 @@ class _PolicyGenerator:
         """The pod-only lets `exprs` need, dependencies first."""
         out: list[str] = []
         for expr in exprs:
-            out.extend(n for n in self.closure(expr) if self.pod_only[n] and n not in out)
+            out.extend(n for n in self.closure(expr) if self.checked.lets[n].pod_only and n not in out)
         return out
 
     def node_pod_fields(self) -> frozenset[str] | None:
         """Top-level pod fields read by node-dependent code (see `PolicyCode.node_pod_fields`)."""
         exprs = [*self.filter_exprs(), *(r.expr for r in self.policy.scores)]
-        exprs += [let.expr for let in self.policy.lets if not self.pod_only[let.name.value]]
+        exprs += [let.checked.expr for let in self.checked.lets.values() if not let.pod_only]
         fields: set[str] = set()
         for expr in exprs:
-            if not _pod_fields(expr.ast, fields):
+            read = pod_fields(expr.ast)
+            if read is None:
                 return None
+            fields |= read
         return frozenset(fields)
 
     # -- code ------------------------------------------------------------------------------------
@@ -289,11 +252,11 @@ class _PolicyGenerator:
 
     def embed(self, w: _Writer, expr: ir.Expression, context: Context) -> str:
         """Emit the prelude of `expr` and return the Python expression computing it."""
-        lets = self.let_types if context in LET_CONTEXTS else {}
-        env = policy_env(context, lets)
+        checked = self.checked.of(expr)
         names = {"pod": "v_pod", "node": "v_node", "cluster": "v_cluster", "victim": "v_victim"}
-        names.update({name: f"l{self.let_index[name]}" for name in lets})
-        generated = expression_source(expr.ast, check(expr.ast, env), env, names, self.prefix())
+        if context in LET_CONTEXTS:
+            names.update({name: f"l{self.let_index[name]}" for name in self.checked.lets})
+        generated = expression_source(expr.ast, checked.result, checked.env, names, self.prefix())
         self.globals.update(generated.globals)
         w.block(generated.prelude)
         return generated.expr
@@ -310,7 +273,7 @@ class _PolicyGenerator:
             w.line(f"{local} = {table}[{index!r}]")
             w.line(f"if {local} is _UNSET:")
             w.indent += 1
-            failed = [f"l{self.let_index[d]}" for d in self.let_deps[name]]
+            failed = [f"l{self.let_index[d]}" for d in self.checked.lets[name].deps]
             if failed:
                 w.line(f"for _dep in ({', '.join(failed)},):")
                 w.line("    if _isinstance(_dep, _LetError):")
@@ -507,7 +470,7 @@ class _PolicyGenerator:
             for r in p.filters
         }
         return PolicyCode(
-            policy=p,
+            checked=self.checked,
             filters=filters,
             scores=scores,
             match=namespace["match"],
@@ -531,56 +494,49 @@ def rule_ref(policy: ir.Policy, name: ir.Name) -> pl.RuleRef:
     return pl.RuleRef(policy.name.value, name.value, name.span.file, name.span.line, name.span.column)
 
 
-def _pod_fields(e: Any, out: set[str]) -> bool:
-    """Add the top-level `pod.<field>` names `e` reads to `out`; False when `pod` is used whole.
+def pod_fields(e: cel_ast.Expr) -> frozenset[str] | None:
+    """The top-level `pod.<field>` names `e` reads; None when `pod` is used whole.
 
     `pod` as an argument of a `cluster.<function>(...)` call is not a whole use: the runtime notices
     calls into the cluster view while it evaluates a node and does not reuse such results.
     """
-    if isinstance(e, cel_ast.Select) and isinstance(e.operand, cel_ast.Ident) and e.operand.name == "pod":
-        out.add(e.field)
-        return True
-    if isinstance(e, cel_ast.Ident):
-        return e.name != "pod"
-    if isinstance(e, cel_ast.Call):
-        cluster_call = isinstance(e.target, cel_ast.Ident) and e.target.name == "cluster"
-        parts = list(e.args) + ([e.target] if e.target is not None else [])
-        for a in parts:
-            if cluster_call and isinstance(a, cel_ast.Ident) and a.name == "pod":
-                continue
-            if not _pod_fields(a, out):
-                return False
-        return True
-    if isinstance(e, cel_ast.Select):
-        return _pod_fields(e.operand, out)
-    if isinstance(e, cel_ast.CreateList):
-        return all(_pod_fields(x, out) for x in e.elements)
-    if isinstance(e, cel_ast.CreateMap):
-        return all(_pod_fields(x.key, out) and _pod_fields(x.value, out) for x in e.entries)
-    if isinstance(e, cel_ast.CreateMessage):
-        return all(_pod_fields(f.value, out) for f in e.fields)
-    if isinstance(e, cel_ast.Comprehension):
-        loop = (e.iter_range, e.accu_init, e.loop_condition, e.loop_step, e.result)
-        return all(_pod_fields(x, out) for x in loop)
-    return True
+    fields: set[str] = set()
+    for node, bound in walk(e, into=_pod_children):
+        if is_field_of(node, "pod", bound):
+            assert isinstance(node, cel_ast.Select)
+            fields.add(node.field)
+        elif is_free(node, "pod", bound):
+            return None
+    return frozenset(fields)
 
 
-# id(policy) -> (policy, code): the loader reuses the IR of unchanged files, so their code is reused too
-_CODE_CACHE: OrderedDict[int, tuple[ir.Policy, PolicyCode]] = OrderedDict()
+def _pod_children(e: cel_ast.Expr, bound: Bound) -> tuple[Scoped, ...]:
+    """What `pod_fields` descends into: not `pod.<field>`, nor a bare `pod` passed to the cluster view."""
+    if is_field_of(e, "pod", bound):
+        return ()
+    kids = scoped_children(e, bound)
+    if isinstance(e, cel_ast.Call) and e.target is not None and is_free(e.target, "cluster", bound):
+        return tuple((k, b) for k, b in kids if not is_free(k, "pod", b))
+    return kids
+
+
+# id(policy) -> (checked policy, code): the loader reuses the checked policies of unchanged files, so
+# their code is reused too
+_CODE_CACHE: OrderedDict[int, tuple[CheckedPolicy, PolicyCode]] = OrderedDict()
 _CODE_CACHE_SIZE = 1024
 _CODE_CACHE_LOCK = threading.Lock()
 
 
-def compile_policy(policy: ir.Policy) -> PolicyCode:
-    """Generate and compile one policy's functions (cached for the same IR object)."""
+def compile_policy(checked: CheckedPolicy) -> PolicyCode:
+    """Generate and compile one checked policy's functions (cached for the same checked policy)."""
     with _CODE_CACHE_LOCK:
-        hit = _CODE_CACHE.get(id(policy))
-        if hit is not None and hit[0] is policy:
-            _CODE_CACHE.move_to_end(id(policy))
+        hit = _CODE_CACHE.get(id(checked))
+        if hit is not None and hit[0] is checked:
+            _CODE_CACHE.move_to_end(id(checked))
             return hit[1]
-    code = _PolicyGenerator(policy).build()
+    code = _PolicyGenerator(checked).build()
     with _CODE_CACHE_LOCK:
-        _CODE_CACHE[id(policy)] = (policy, code)
+        _CODE_CACHE[id(checked)] = (checked, code)
         while len(_CODE_CACHE) > _CODE_CACHE_SIZE:
             _CODE_CACHE.popitem(last=False)
     return code

@@ -1,6 +1,7 @@
 """Lowering of filter / score expressions to vectorised plans over node columns.
 
-`lower(expr, lets)` takes a checked CEL AST (and the ASTs of the lets it may use) and returns an
+`lower_policy(checked)` lowers each filter and score of a checked policy (`policyd.policy.checked`):
+`lower(expr, lets, closure)` takes a checked CEL AST (and the ASTs of the lets it needs) and returns an
 `ExprPlan` when the expression reads nothing of the node but the columns of
 `policyd.evaluation.columns.NodeColumns` (resource maps with constant keys, labels, taints, name,
 podCount, unschedulable, ready) and does not call the `cluster` view with the node; otherwise None,
@@ -24,7 +25,7 @@ generated per-node functions (tests/unit/compiler/test_lowering.py checks that p
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,8 +34,22 @@ import numpy.typing as npt
 
 from policyd.cel import runtime as rt
 from policyd.cel import syntax as ast
-from policyd.cel.types import DYN, ObjectType, zero_value
+from policyd.cel.types import ObjectType, zero_value
 from policyd.cel.values import UInt
+from policyd.cel.walk import (
+    NOTHING_BOUND,
+    Bound,
+    Scoped,
+    free_names,
+    is_field_of,
+    is_free,
+    nodes,
+    scoped_children,
+    walk,
+)
+from policyd.policy import syntax as ir
+from policyd.policy.checked import CheckedPolicy
+from policyd.policy.env import Context, policy_env
 
 BoolArray = npt.NDArray[np.bool_]
 AnyArray = npt.NDArray[Any]
@@ -108,137 +123,57 @@ _LOGIC = frozenset({"_&&_", "_||_", "_?_:_", "@not_strictly_false"})
 # static analysis
 
 
-def _free_idents(e: ast.Expr, bound: frozenset[str] = frozenset()) -> set[str]:
-    """Names referenced by `e` that are not comprehension variables bound inside it."""
-    out: set[str] = set()
-    if isinstance(e, ast.Ident):
-        if e.name not in bound:
-            out.add(e.name)
-    elif isinstance(e, ast.Select):
-        out |= _free_idents(e.operand, bound)
-    elif isinstance(e, ast.Call):
-        if e.target is not None:
-            out |= _free_idents(e.target, bound)
-        for a in e.args:
-            out |= _free_idents(a, bound)
-    elif isinstance(e, ast.CreateList):
-        for x in e.elements:
-            out |= _free_idents(x, bound)
-    elif isinstance(e, ast.CreateMap):
-        for entry in e.entries:
-            out |= _free_idents(entry.key, bound) | _free_idents(entry.value, bound)
-    elif isinstance(e, ast.CreateMessage):
-        for f in e.fields:
-            out |= _free_idents(f.value, bound)
-    elif isinstance(e, ast.Comprehension):
-        out |= _free_idents(e.iter_range, bound) | _free_idents(e.accu_init, bound)
-        inner = bound | {e.iter_var, e.accu_var}
-        for part in (e.loop_condition, e.loop_step, e.result):
-            out |= _free_idents(part, inner)
-    return out
+def _is_node_use(e: ast.Expr, bound: Bound) -> bool:
+    """True for a read of the node: `node.<field>` or the bare `node` identifier."""
+    return is_field_of(e, "node", bound) or is_free(e, "node", bound)
 
 
-def _node_uses(e: ast.Expr, bound: frozenset[str] = frozenset()) -> list[ast.Expr]:
+def _node_children(e: ast.Expr, bound: Bound) -> tuple[Scoped, ...]:
+    """Children to search for node uses (a `node.<field>` use is whole)."""
+    return () if is_field_of(e, "node", bound) else scoped_children(e, bound)
+
+
+def _node_uses(e: ast.Expr, bound: Bound = NOTHING_BOUND) -> list[ast.Expr]:
     """Every way `e` reads `node`: `node.<field>` selections, or the bare `node` identifier."""
-    if isinstance(e, ast.Select) and isinstance(e.operand, ast.Ident) and e.operand.name == "node":
-        return [] if "node" in bound else [e]
-    if isinstance(e, ast.Ident):
-        return [e] if e.name == "node" and "node" not in bound else []
-    out: list[ast.Expr] = []
-    if isinstance(e, ast.Select):
-        out += _node_uses(e.operand, bound)
-    elif isinstance(e, ast.Call):
-        for a in (e.target, *e.args) if e.target is not None else e.args:
-            out += _node_uses(a, bound)
-    elif isinstance(e, ast.CreateList):
-        for x in e.elements:
-            out += _node_uses(x, bound)
-    elif isinstance(e, ast.CreateMap):
-        for entry in e.entries:
-            out += _node_uses(entry.key, bound) + _node_uses(entry.value, bound)
-    elif isinstance(e, ast.CreateMessage):
-        for f in e.fields:
-            out += _node_uses(f.value, bound)
-    elif isinstance(e, ast.Comprehension):
-        out += _node_uses(e.iter_range, bound) + _node_uses(e.accu_init, bound)
-        inner = bound | {e.iter_var, e.accu_var}
-        for part in (e.loop_condition, e.loop_step, e.result):
-            out += _node_uses(part, inner)
-    return out
+    return [n for n, names in walk(e, bound, _node_children) if _is_node_use(n, names)]
 
 
-def _let_closure(expr: ast.Expr, lets: Mapping[str, ast.Expr]) -> list[str]:
-    """Lets `expr` uses, transitively, dependencies first."""
-    out: list[str] = []
-
-    def visit(name: str, seen: frozenset[str]) -> None:
-        if name in out or name in seen:
-            return
-        for dep in sorted(_free_idents(lets[name]) & lets.keys()):
-            visit(dep, seen | {name})
-        out.append(name)
-
-    for name in sorted(_free_idents(expr) & lets.keys()):
-        visit(name, frozenset())
-    return out
-
-
-def _unguarded(e: ast.Expr) -> list[ast.Expr]:
-    """The parts of `e` evaluated whatever the pod: all but bodies of comprehensions over pod values.
+def _unguarded_children(e: ast.Expr, bound: Bound) -> tuple[Scoped, ...]:
+    """Children evaluated whatever the pod: a comprehension's loop over a pod-only range is guarded.
 
     A body over a pod-only range (`pod.hostPorts.all(w, ... node.usedPorts ...)`) runs only for pods
     where the range is non-empty; a non-column read there raises `Unsupported` at evaluation instead.
     """
-    if isinstance(e, ast.Comprehension):
-        parts = [e.iter_range, e.accu_init, e.result]
-        if _node_uses(e.iter_range):
-            parts += [e.loop_condition, e.loop_step]
-        return [p for part in parts for p in _unguarded(part)]
-    children: list[ast.Expr] = []
-    if isinstance(e, ast.Select):
-        children = [e.operand]
-    elif isinstance(e, ast.Call):
-        children = [*((e.target,) if e.target is not None else ()), *e.args]
-    elif isinstance(e, ast.CreateList):
-        children = list(e.elements)
-    elif isinstance(e, ast.CreateMap):
-        children = [x for entry in e.entries for x in (entry.key, entry.value)]
-    elif isinstance(e, ast.CreateMessage):
-        children = [f.value for f in e.fields]
-    if isinstance(e, ast.Select) and isinstance(e.operand, ast.Ident):
-        return [e]
-    if isinstance(e, ast.Ident):
-        return [e]
-    return [p for child in children for p in _unguarded(child)]
+    kids = _node_children(e, bound)
+    if isinstance(e, ast.Comprehension) and not _node_uses(e.iter_range, bound):
+        rng, init, _, _, result = kids
+        return (rng, init, result)
+    return kids
 
 
 def _cluster_node_args(e: ast.Expr) -> set[int]:
     """Identities of bare `node` arguments of `cluster.<function>(...)` calls in `e`."""
     out: set[int] = set()
-    for node in _walk(e):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.target, ast.Ident)
-            and node.target.name == "cluster"
-        ):
-            out |= {id(a) for a in node.args if isinstance(a, ast.Ident) and a.name == "node"}
+    for node, bound in walk(e):
+        if isinstance(node, ast.Call) and node.target is not None and is_free(node.target, "cluster", bound):
+            out |= {id(a) for a in node.args if is_free(a, "node", bound)}
     return out
 
 
-def _supported_statically(expr: ast.Expr, lets: Mapping[str, ast.Expr], per_row: bool = False) -> bool:
-    """True when every node read outside pod-guarded comprehension bodies is a column.
+def _supported_statically(exprs: Sequence[ast.Expr], per_row: bool = False) -> bool:
+    """True when every node read of `exprs` (a rule and its let closure) outside pod-guarded
+    comprehension bodies is a column.
 
     With `per_row`, the node may also be passed whole to the cluster view (evaluated once per row:
     worth it for scores over the feasible rows only).
     """
-    for e in [expr, *(lets[n] for n in _let_closure(expr, lets))]:
+    for e in exprs:
         allowed = _cluster_node_args(e) if per_row else set()
-        for part in _unguarded(e):
-            for use in _node_uses(part):
-                if id(use) in allowed:
-                    continue
-                if not isinstance(use, ast.Select) or use.field not in NODE_FIELDS:
-                    return False
+        for use, bound in walk(e, into=_unguarded_children):
+            if not _is_node_use(use, bound) or id(use) in allowed:
+                continue
+            if not isinstance(use, ast.Select) or use.field not in NODE_FIELDS:
+                return False
     return True
 
 
@@ -579,8 +514,6 @@ def _convert(fn: str, x: Any, n: int) -> Any:
 
 @functools.cache
 def _functions() -> dict[str, Any]:
-    from policyd.policy.env import Context, policy_env
-
     return dict(policy_env(Context.FILTER).functions)
 
 
@@ -1061,53 +994,30 @@ class Evaluation:
         self._ev = _Evaluation(columns, pod, cluster, lets, types, rows)
 
 
-def _walk(e: ast.Expr) -> list[ast.Expr]:
-    """Every syntax node of `e`."""
-    out: list[ast.Expr] = [e]
-    if isinstance(e, ast.Select):
-        out += _walk(e.operand)
-    elif isinstance(e, ast.Call):
-        for a in (e.target, *e.args) if e.target is not None else e.args:
-            out += _walk(a)
-    elif isinstance(e, ast.CreateList):
-        for x in e.elements:
-            out += _walk(x)
-    elif isinstance(e, ast.CreateMap):
-        for entry in e.entries:
-            out += _walk(entry.key) + _walk(entry.value)
-    elif isinstance(e, ast.CreateMessage):
-        for f in e.fields:
-            out += _walk(f.value)
-    elif isinstance(e, ast.Comprehension):
-        for part in (e.iter_range, e.accu_init, e.loop_condition, e.loop_step, e.result):
-            out += _walk(part)
-    return out
-
-
 def checked_types(expr: ast.Expr, check_types: Mapping[int, Any]) -> dict[int, Any]:
     """Checked types of `expr`'s nodes keyed by node identity (ids repeat across separate parses)."""
-    return {id(node): check_types[node.id] for node in _walk(expr) if node.id in check_types}
+    return {id(node): check_types[node.id] for node in nodes(expr) if node.id in check_types}
 
 
 def lower(
     expr: ast.Expr,
-    lets: Mapping[str, ast.Expr] | None = None,
+    lets: Mapping[str, ast.Expr],
+    closure: tuple[str, ...],
     kind: str = "filter",
     types: Mapping[int, Any] | None = None,
 ) -> ExprPlan | None:
     """A vectorised plan of a filter (`kind="filter"`) or score expression, or None when per-node only.
 
-    `types` maps `id(node)` to checked types (`checked_types`) for the expression and its lets; typed
-    field selections on absent fields read the zero value as the generated code does.
+    `closure` names the lets (of `lets`) the expression needs, dependencies first; `types` maps
+    `id(node)` to checked types (`checked_types`) for the expression and its lets: typed field
+    selections on absent fields read the zero value as the generated code does.
     """
-    lets = dict(lets or {})
-    if not _supported_statically(expr, lets, per_row=kind == "score"):
+    needed = [lets[name] for name in closure]
+    if not _supported_statically([expr, *needed], per_row=kind == "score"):
         return None
-    for name in _let_closure(expr, lets):
-        for use in _free_idents(lets[name]):
-            if use == "victim":
-                return None
-    return ExprPlan(expr, lets, tuple(_let_closure(expr, lets)), kind, dict(types or {}))
+    if any("victim" in free_names(let) for let in needed):
+        return None
+    return ExprPlan(expr, lets, closure, kind, dict(types or {}))
 
 
 @dataclass(frozen=True)
@@ -1126,28 +1036,23 @@ class PolicyPlan:
         return Evaluation(columns, pod, self.lets, cluster, self.types, rows)
 
 
-def lower_policy(policy: Any) -> PolicyPlan:
-    """Plans for every filter and score rule of an `ir.Policy` (checked as the policy compiler does)."""
-    from policyd.cel.checker import check
-    from policyd.policy.env import Context, policy_env
-
-    lets = {let.name.value: let.expr.ast for let in policy.lets}
-    let_types: dict[str, Any] = {}
+def lower_policy(checked: CheckedPolicy) -> PolicyPlan:
+    """Plans for every filter and score rule of a checked policy."""
+    policy = checked.policy
+    lets = {name: let.checked.ast for name, let in checked.lets.items()}
     types: dict[int, Any] = {}
-    for let in policy.lets:
-        result = check(let.expr.ast, policy_env(Context.LET, let_types))
-        let_types[let.name.value] = result.type if not result.issues else DYN
-        types.update(checked_types(let.expr.ast, result.types))
+    for let in checked.lets.values():
+        types.update(checked_types(let.checked.ast, let.checked.result.types))
 
-    def plan(expr: ast.Expr, kind: str, context: Any) -> ExprPlan | None:
-        result = check(expr, policy_env(context, let_types))
-        if result.issues:
+    def plan(expr: ir.Expression, kind: str) -> ExprPlan | None:
+        result = checked.of(expr)
+        if not result.ok:
             return None
-        own = checked_types(expr, result.types)
-        return lower(expr, lets, kind, {**types, **own})
+        own = checked_types(expr.ast, result.result.types)
+        return lower(expr.ast, lets, result.lets, kind, {**types, **own})
 
-    filters = tuple(plan(rule.expr.ast, "filter", Context.FILTER) for rule in policy.filters)
-    scores = tuple(plan(rule.expr.ast, "score", Context.SCORE) for rule in policy.scores)
+    filters = tuple(plan(rule.expr, "filter") for rule in policy.filters)
+    scores = tuple(plan(rule.expr, "score") for rule in policy.scores)
     for p in (*filters, *scores):
         if p is not None:
             types.update(p.types)

@@ -15,16 +15,15 @@ from typing import Any
 import numpy as np
 
 from policyd import framework as pl
-from policyd.cel.checker import check
 from policyd.cel.codegen import generate_function
-from policyd.cel.parser import parse_cel
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
 from policyd.cel.values import Duration, freeze
 from policyd.compiler import lowering as vectorize
 from policyd.compiler.codegen import LAST, UNSET, LetError, PolicyCode, compile_policy, descending, rule_ref
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.policy import syntax as ir
-from policyd.policy.env import Context, policy_env
+from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
+from policyd.policy.env import Context
 from policyd.policy.loader import load_policies, load_texts
 
 log = logging.getLogger(__name__)
@@ -68,17 +67,9 @@ def events_for_reads(reads: frozenset[str]) -> frozenset[str]:
     return frozenset(out) if out else pl.ALL_EVENTS
 
 
-def _function(expr: ir.Expression, context: Context, params: tuple[str, ...]) -> Callable[..., Any]:
-    """A single compiled CEL function of an expression (positional `params`)."""
-    env = policy_env(context)
-    generated = generate_function(expr.ast, check(expr.ast, env), env, params)
-    return generated.compile()
-
-
-def _default_expression(text: str) -> ir.Expression:
-    from policyd.policy.source import SourceFile, SourceMap
-
-    return ir.Expression(text, parse_cel(text), SourceMap(SourceFile("<default>", text)))
+def _function(checked: CheckedExpression, params: tuple[str, ...]) -> Callable[..., Any]:
+    """A single compiled CEL function of a checked expression (positional `params`)."""
+    return generate_function(checked.ast, checked.result, checked.env, params).compile()
 
 
 class _ClusterCalls:
@@ -330,14 +321,15 @@ class _Profile:
         return self.wake.get(rule, pl.ALL_EVENTS)
 
 
-def _queue_function(queue: ir.Queue | None) -> Callable[[pl.CelObject], tuple[Any, ...]]:
-    if queue is None:
+def _queue_function(owner: CheckedPolicy | None) -> Callable[[pl.CelObject], tuple[Any, ...]]:
+    queue = owner.policy.queue if owner is not None else None
+    if owner is None or queue is None:
 
         def priority_sort(pod: pl.CelObject) -> tuple[Any, ...]:
             return (-int(pod.get("priority") or 0),)
 
         return priority_sort
-    keys = [(_function(k.expr, Context.QUEUE, ("pod",)), k.direction == "desc") for k in queue.keys]
+    keys = [(_function(owner.of(k.expr), ("pod",)), k.direction == "desc") for k in queue.keys]
 
     def key(pod: pl.CelObject) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -357,11 +349,18 @@ _DEFAULT_ENABLED = 'pod.preemptionPolicy != "Never"'
 _DEFAULT_VICTIMS = "victim.priority < pod.priority"
 
 
-def _preemption(section: ir.Preemption | None) -> pl.PreemptionSpec:
-    enabled = section.enabled if section is not None and section.enabled is not None else None
-    victims = section.victims if section is not None and section.victims is not None else None
-    may = _function(enabled or _default_expression(_DEFAULT_ENABLED), Context.PREEMPT_ENABLED, ("pod",))
-    victim = _function(victims or _default_expression(_DEFAULT_VICTIMS), Context.VICTIMS, ("pod", "victim"))
+def _preemption(owner: CheckedPolicy | None) -> pl.PreemptionSpec:
+    section = owner.policy.preemption if owner is not None else None
+    if owner is not None and section is not None and section.enabled is not None:
+        enabled = owner.of(section.enabled)
+    else:
+        enabled = default_expression(_DEFAULT_ENABLED, Context.PREEMPT_ENABLED)
+    if owner is not None and section is not None and section.victims is not None:
+        victims = owner.of(section.victims)
+    else:
+        victims = default_expression(_DEFAULT_VICTIMS, Context.VICTIMS)
+    may = _function(enabled, ("pod",))
+    victim = _function(victims, ("pod", "victim"))
 
     def may_preempt(pod: pl.CelObject) -> bool:
         try:
@@ -378,12 +377,12 @@ def _preemption(section: ir.Preemption | None) -> pl.PreemptionSpec:
     return pl.PreemptionSpec(may_preempt, eligible_victim, section.honor_pdb if section is not None else True)
 
 
-def _permit(policy: ir.Policy, permit: ir.Permit) -> pl.PermitSpec:
-    group_fn = _function(permit.group, Context.PERMIT_GROUP, ("pod",))
-    min_fn = _function(permit.min_member, Context.PERMIT_MIN_MEMBER, ("pod",))
+def _permit(checked: CheckedPolicy, permit: ir.Permit) -> pl.PermitSpec:
+    group_fn = _function(checked.of(permit.group), ("pod",))
+    min_fn = _function(checked.of(permit.min_member), ("pod",))
     timeout = DEFAULT_PERMIT_TIMEOUT
     if permit.timeout is not None:
-        value = _function(permit.timeout, Context.PERMIT_TIMEOUT, ("pod",))({})
+        value = _function(checked.of(permit.timeout), ("pod",))({})
         if isinstance(value, Duration):
             timeout = value.ns / 1e9
 
@@ -400,7 +399,7 @@ def _permit(policy: ir.Policy, permit: ir.Permit) -> pl.PermitSpec:
         except EVAL_ERRORS:
             return 1
 
-    return pl.PermitSpec(rule_ref(policy, permit.name), group, min_members, timeout)
+    return pl.PermitSpec(rule_ref(checked.policy, permit.name), group, min_members, timeout)
 
 
 def content_hash(policies: Sequence[ir.Policy]) -> str:
@@ -419,26 +418,27 @@ def texts_hash(texts: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def compile_policy_set(policies: Sequence[ir.Policy], *, generation: int) -> pl.CompiledPolicySet:
+def compile_policy_set(checked: Sequence[CheckedPolicy], *, generation: int) -> pl.CompiledPolicySet:
     """Compile checked policies into profiles by scheduler name."""
-    ordered = sorted(policies, key=lambda p: p.name.value)
-    codes = {p.name.value: compile_policy(p) for p in ordered}
-    by_profile: dict[str, list[ir.Policy]] = {}
-    for p in ordered:
-        for name in p.profiles:
-            by_profile.setdefault(name, []).append(p)
+    ordered = sorted(checked, key=lambda c: c.policy.name.value)
+    codes = {c.policy.name.value: compile_policy(c) for c in ordered}
+    by_profile: dict[str, list[CheckedPolicy]] = {}
+    for c in ordered:
+        for name in c.policy.profiles:
+            by_profile.setdefault(name, []).append(c)
     profiles: dict[str, pl.CompiledProfile] = {}
     for name, members in by_profile.items():
-        queue = next((p.queue for p in members if p.queue is not None), None)
-        preemption = next((p.preemption for p in members if p.preemption is not None), None)
-        permits = tuple(_permit(p, permit) for p in members for permit in p.permits)
+        queue = next((c for c in members if c.policy.queue is not None), None)
+        preemption = next((c for c in members if c.policy.preemption is not None), None)
+        permits = tuple(_permit(c, permit) for c in members for permit in c.policy.permits)
         profiles[name] = _Profile(
             scheduler_name=name,
-            codes=tuple(codes[p.name.value] for p in members),
+            codes=tuple(codes[c.policy.name.value] for c in members),
             preemption=_preemption(preemption),
             permits=permits,
             queue_fn=_queue_function(queue),
         )
+    policies = [c.policy for c in checked]
     files = tuple(sorted({p.file for p in policies}))
     return pl.CompiledPolicySet(generation, content_hash(policies), profiles, files)
 
@@ -451,7 +451,7 @@ def compile_paths(paths: Sequence[str], generation: int) -> pl.CompiledPolicySet
     ]
     if problems or result.has_errors:
         raise PolicyError(problems + result.diagnostics)
-    return compile_policy_set(result.policies, generation=generation)
+    return compile_policy_set(result.checked, generation=generation)
 
 
 def compile_sources(texts: Mapping[str, str], *, generation: int) -> pl.CompiledPolicySet:
@@ -459,4 +459,4 @@ def compile_sources(texts: Mapping[str, str], *, generation: int) -> pl.Compiled
     result = load_texts(texts)
     if result.has_errors:
         raise PolicyError(result.diagnostics)
-    return compile_policy_set(result.policies, generation=generation)
+    return compile_policy_set(result.checked, generation=generation)

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from enum import Enum
 
 from policyd.cel.env import CelEnv, FunctionDecl
+from policyd.cel.program import library_functions
 from policyd.cel.types import (
     BOOL,
     DOUBLE,
@@ -33,6 +34,8 @@ from policyd.cel.types import (
     ErrorType,
     ListType,
 )
+from policyd.policy.cluster_decls import CLUSTER_TYPE, cluster_functions
+from policyd.policy.k8s_types import SIZE_HINTS, policy_variables
 
 # Per-expression cost budget. Kubernetes allows 1,000,000 cost units per CEL expression in
 # ValidatingAdmissionPolicy (`PerCallLimit`); policy expressions run per node on the hot path, so the
@@ -118,50 +121,16 @@ def result_problem(context: Context, t: CelType) -> str | None:
 @functools.cache
 def _variables() -> dict[str, CelType]:
     variables: dict[str, CelType] = {"pod": DYN, "node": DYN, "victim": DYN, "cluster": DYN}
-    try:
-        from policyd.policy import k8s_types
-
-        variables.update(k8s_types.policy_variables())
-    except (ImportError, AttributeError):  # pragma: no cover - before the object model lands
-        pass
-    try:
-        from policyd.policy import cluster_decls
-
-        variables["cluster"] = cluster_decls.CLUSTER_TYPE
-    except (ImportError, AttributeError):  # pragma: no cover - before the cluster view lands
-        pass
+    variables.update(policy_variables())
+    variables["cluster"] = CLUSTER_TYPE
     return variables
 
 
 @functools.cache
 def _functions() -> dict[str, FunctionDecl]:
-    functions: dict[str, FunctionDecl] = {}
-    try:
-        import importlib
-
-        cel = importlib.import_module("policyd.cel.program")
-        functions.update(cel.standard_env().functions)
-    except (ImportError, AttributeError):  # pragma: no cover - before the facade lands
-        from policyd.cel.stdlib import standard_functions
-
-        functions.update(standard_functions())
-    try:
-        from policyd.policy import cluster_decls
-
-        functions.update(cluster_decls.cluster_functions())
-    except (ImportError, AttributeError):  # pragma: no cover - before the cluster view lands
-        pass
+    functions = library_functions()
+    functions.update(cluster_functions())
     return functions
-
-
-@functools.cache
-def _size_hints() -> dict[str, int]:
-    try:
-        from policyd.policy import k8s_types
-
-        return dict(k8s_types.SIZE_HINTS)
-    except (ImportError, AttributeError):  # pragma: no cover
-        return {}
 
 
 def policy_env(context: Context, lets: Mapping[str, CelType] | None = None) -> CelEnv:
@@ -174,7 +143,7 @@ def policy_env(context: Context, lets: Mapping[str, CelType] | None = None) -> C
         variables=variables,
         functions=_functions(),
         cost_limit=COST_LIMIT,
-        size_hints=_size_hints(),
+        size_hints=SIZE_HINTS,
     )
 
 

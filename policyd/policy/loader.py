@@ -1,8 +1,9 @@
 """Paths -> parsed and checked policies with every diagnostic (what `policyd lint` reports).
 
 `load_policies(paths)` reads `.policy`, `.yaml` and `.yml` files (directories recursively), parses
-them (text or YAML form), type-checks every expression in its policy environment
-(`policyd.policy.env`), estimates costs and checks names across the set.
+them (text or YAML form), checks each policy (`policyd.policy.checker`: every expression type-checked
+once in its policy environment, costs estimated) and checks names across the set. Each policy comes back as a
+`policyd.policy.checked.CheckedPolicy`, which the compiler consumes without checking again.
 """
 
 from __future__ import annotations
@@ -11,42 +12,33 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from policyd.cel import syntax as cel_ast
-from policyd.cel.checker import check
-from policyd.cel.cost import cost_report
-from policyd.cel.env import CelEnv, CheckResult
-from policyd.cel.types import CelType
-from policyd.errors import Diagnostic, SourceSpan
+from policyd.errors import Diagnostic
 from policyd.policy import syntax as ir
-from policyd.policy.env import COST_LIMIT, LET_CONTEXTS, Context, policy_env, result_problem
+from policyd.policy.checked import CheckedPolicy
+from policyd.policy.checker import PolicyChecker
 from policyd.policy.text_form import ParseResult, parse_policy_text
 from policyd.policy.yaml_form import parse_policy_yaml
 
 POLICY_SUFFIXES = (".policy", ".yaml", ".yml")
 
 
-@dataclass(frozen=True)
-class CheckedExpression:
-    """The checker's verdict on one policy expression."""
-
-    expr: ir.Expression
-    context: Context
-    result: CheckResult
-
-
 @dataclass
 class LoadResult:
-    """Policies (in path order) and every diagnostic; I/O problems are kept apart."""
+    """Checked policies (in path order) and every diagnostic; I/O problems are kept apart."""
 
-    policies: list[ir.Policy] = field(default_factory=list)
+    # the checked policies (in path order): what the compiler consumes
+    checked: list[CheckedPolicy] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     io_errors: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
-    # id(ir.Expression) -> its check result
-    checked: dict[int, CheckedExpression] = field(default_factory=dict)
+
+    @property
+    def policies(self) -> list[ir.Policy]:
+        """The policies, in path order."""
+        return [c.policy for c in self.checked]
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -135,19 +127,17 @@ def load_texts(texts: Mapping[str, str]) -> LoadResult:
         result.files.append(name)
         checked = _check_file(name, text)
         result.diagnostics.extend(checked.diagnostics)
-        result.checked.update(checked.checked)
-        result.policies.extend(checked.policies)
+        result.checked.extend(checked.checked)
     result.diagnostics.extend(check_policy_set(result.policies))
     return result
 
 
 @dataclass(frozen=True)
 class _CheckedFile:
-    """One file's policies with the diagnostics and check results that depend on that file only."""
+    """One file's checked policies with the diagnostics that depend on that file only."""
 
-    policies: tuple[ir.Policy, ...]
+    checked: tuple[CheckedPolicy, ...]
     diagnostics: tuple[Diagnostic, ...]
-    checked: Mapping[int, CheckedExpression]
 
 
 # (name, text) -> checked file: a reload re-checks only the files that changed (policies are frozen)
@@ -166,13 +156,12 @@ def _check_file(name: str, text: str) -> _CheckedFile:
             return hit
     parsed = parse_file(name, text)
     diagnostics = list(parsed.diagnostics)
-    checked: dict[int, CheckedExpression] = {}
+    checked: list[CheckedPolicy] = []
     for policy in parsed.policies:
         checker = PolicyChecker(policy)
-        checker.run()
+        checked.append(checker.run())
         diagnostics.extend(checker.diagnostics)
-        checked.update(checker.checked)
-    entry = _CheckedFile(tuple(parsed.policies), tuple(diagnostics), checked)
+    entry = _CheckedFile(tuple(checked), tuple(diagnostics))
     with _FILE_CACHE_LOCK:
         _FILE_CACHE[key] = entry
         while len(_FILE_CACHE) > _FILE_CACHE_SIZE:
@@ -215,186 +204,4 @@ def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
                 out.append(
                     Diagnostic("error", message, part.span, f"duplicate-{section}", part.source_line or None)
                 )
-    return out
-
-
-def idents(node: cel_ast.Expr, bound: frozenset[str] = frozenset()) -> Iterator[cel_ast.Ident]:
-    """Free identifiers of an expression (comprehension variables excluded)."""
-    if isinstance(node, cel_ast.Ident):
-        if node.name not in bound:
-            yield node
-    elif isinstance(node, cel_ast.Select):
-        yield from idents(node.operand, bound)
-    elif isinstance(node, cel_ast.Call):
-        if node.target is not None:
-            yield from idents(node.target, bound)
-        for arg in node.args:
-            yield from idents(arg, bound)
-    elif isinstance(node, cel_ast.CreateList):
-        for element in node.elements:
-            yield from idents(element, bound)
-    elif isinstance(node, cel_ast.CreateMap):
-        for entry in node.entries:
-            yield from idents(entry.key, bound)
-            yield from idents(entry.value, bound)
-    elif isinstance(node, cel_ast.CreateMessage):
-        for init in node.fields:
-            yield from idents(init.value, bound)
-    elif isinstance(node, cel_ast.Comprehension):
-        yield from idents(node.iter_range, bound)
-        yield from idents(node.accu_init, bound)
-        inner = bound | {node.iter_var, node.accu_var}
-        yield from idents(node.loop_condition, inner)
-        yield from idents(node.loop_step, inner)
-        yield from idents(node.result, bound | {node.accu_var})
-
-
-class PolicyChecker:
-    """Type-checks one policy's expressions; collects diagnostics."""
-
-    def __init__(self, policy: ir.Policy) -> None:
-        self.policy = policy
-        self.diagnostics: list[Diagnostic] = []
-        self.checked: dict[int, CheckedExpression] = {}
-        self.let_types: dict[str, CelType] = {}
-        self.used_lets: set[str] = set()
-
-    def run(self) -> None:
-        """Check every part of the policy."""
-        p = self.policy
-        if p.match is not None:
-            self.expression(p.match, Context.MATCH, "match")
-        self.lets()
-        self.rule_names()
-        for f in p.filters:
-            self.expression(f.expr, Context.FILTER, f"filter {f.name.value!r}: expr")
-            if isinstance(f.reason, ir.Expression):
-                self.expression(f.reason, Context.REASON, f"filter {f.name.value!r}: reason")
-            if isinstance(f.unresolvable, ir.Expression):
-                self.expression(
-                    f.unresolvable, Context.UNRESOLVABLE, f"filter {f.name.value!r}: unresolvable"
-                )
-        for s in p.scores:
-            self.expression(s.expr, Context.SCORE, f"score {s.name.value!r}: expr")
-        if p.queue is not None:
-            for key in p.queue.keys:
-                self.expression(key.expr, Context.QUEUE, "queue order key")
-        if p.preemption is not None:
-            if p.preemption.enabled is not None:
-                self.expression(p.preemption.enabled, Context.PREEMPT_ENABLED, "preemption enabled")
-            if p.preemption.victims is not None:
-                self.expression(p.preemption.victims, Context.VICTIMS, "preemption victims")
-        for permit in p.permits:
-            label = f"permit {permit.name.value!r}"
-            self.expression(permit.group, Context.PERMIT_GROUP, f"{label}: group")
-            self.expression(permit.min_member, Context.PERMIT_MIN_MEMBER, f"{label}: minMember")
-            if permit.timeout is not None:
-                self.expression(permit.timeout, Context.PERMIT_TIMEOUT, f"{label}: timeout")
-        for let in p.lets:
-            if let.name.value not in self.used_lets:
-                self.diagnostics.append(
-                    let.name.diagnostic("warning", f"let {let.name.value!r} is never used", "unused-let")
-                )
-
-    def lets(self) -> None:
-        """Check lets in order; each sees the earlier ones."""
-        seen: set[str] = set()
-        for let in self.policy.lets:
-            name = let.name.value
-            if name in seen:
-                self.diagnostics.append(
-                    let.name.diagnostic("error", f"duplicate let {name!r}", "duplicate-let")
-                )
-            seen.add(name)
-            result = self.expression(let.expr, Context.LET, f"let {name!r}")
-            self.let_types[name] = result.type if result is not None else _dyn()
-
-    def rule_names(self) -> None:
-        """Filter, score and permit names are unique within a policy."""
-        seen: dict[str, ir.Name] = {}
-        names = [
-            *(f.name for f in self.policy.filters),
-            *(s.name for s in self.policy.scores),
-            *(p.name for p in self.policy.permits),
-        ]
-        for name in sorted(names, key=lambda n: (n.span.line, n.span.column)):
-            first = seen.get(name.value)
-            if first is not None:
-                message = f"duplicate rule name {name.value!r} (first defined at {first.span.line}:{first.span.column})"
-                self.diagnostics.append(name.diagnostic("error", message, "duplicate-rule"))
-            else:
-                seen[name.value] = name
-
-    def _scope_problems(self, expr: ir.Expression, context: Context) -> set[int]:
-        """Report lets used before definition and misplaced `victim`; the offsets reported."""
-        reported: set[int] = set()
-        let_names = {let.name.value for let in self.policy.lets}
-        for ident in idents(expr.ast):
-            name = ident.name
-            if name in let_names:
-                self.used_lets.add(name)
-                if context in LET_CONTEXTS:
-                    if name not in self.let_types:
-                        message = f"let {name!r} is used before it is defined (a let may refer only to earlier lets)"
-                        self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "let-order"))
-                        reported.add(ident.offset)
-                else:
-                    message = (
-                        f"let {name!r} is not visible in {context.value} (lets serve filters and scores)"
-                    )
-                    self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "let-scope"))
-                    reported.add(ident.offset)
-            elif name == "victim" and context is not Context.VICTIMS:
-                message = "'victim' is only defined in preemption victims"
-                self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "undefined"))
-                reported.add(ident.offset)
-        return reported
-
-    def expression(self, expr: ir.Expression, context: Context, label: str) -> CheckResult | None:
-        """Check one expression; report issues, a wrong result type and an over-budget cost."""
-        reported = self._scope_problems(expr, context)
-        env = policy_env(context, self.let_types)
-        result = check(expr.ast, env)
-        for issue in result.issues:
-            if issue.offset in reported:
-                continue
-            self.diagnostics.append(expr.diagnostic("error", issue.message, issue.offset, "type"))
-        self.checked[id(expr)] = CheckedExpression(expr, context, result)
-        if not result.issues and not reported:
-            problem = result_problem(context, result.type)
-            if problem is not None:
-                self.diagnostics.append(expr.diagnostic("error", f"{label} {problem}", code="result-type"))
-            else:
-                self.cost(expr, env, result, label)
-        return result
-
-    def cost(self, expr: ir.Expression, env: CelEnv, result: CheckResult, label: str) -> None:
-        """Report an expression whose estimated cost is over the limit, at its most expensive part."""
-        report = cost_report(expr.ast, result, env)
-        if report.total <= COST_LIMIT:
-            return
-        message = f"{label}: {report.message(COST_LIMIT)}"
-        self.diagnostics.append(expr.diagnostic("error", message, report.hotspot_offset, "cost"))
-
-
-def _dyn() -> CelType:
-    from policyd.cel.types import DYN
-
-    return DYN
-
-
-def first_span(diagnostics: Sequence[Diagnostic]) -> SourceSpan | None:
-    """The span of the first error (for one-line summaries)."""
-    for d in diagnostics:
-        if d.severity == "error":
-            return d.span
-    return None
-
-
-def types_of_lets(checked: Mapping[int, CheckedExpression], policy: ir.Policy) -> dict[str, CelType]:
-    """The checked type of each let of `policy`."""
-    out: dict[str, CelType] = {}
-    for let in policy.lets:
-        entry = checked.get(id(let.expr))
-        out[let.name.value] = entry.result.type if entry is not None else _dyn()
     return out

@@ -9,13 +9,14 @@ import pytest
 from policyd import framework as pl
 from policyd.compiler.profiles import compile_paths, compile_policy_set
 from policyd.errors import PolicyError
+from policyd.policy.loader import load_texts
 from policyd.policy.text_form import parse_policy_text
 
 
 def compile_text(text: str) -> pl.CompiledPolicySet:
-    parsed = parse_policy_text(text, "t.policy")
-    assert parsed.diagnostics == []
-    return compile_policy_set(parsed.policies, generation=1)
+    loaded = load_texts({"t.policy": text})
+    assert loaded.errors == [], [str(d) for d in loaded.errors]
+    return compile_policy_set(loaded.checked, generation=1)
 
 
 def pod(name: str = "p", **fields: Any) -> dict[str, Any]:
@@ -273,7 +274,7 @@ def test_unresolvable_marks_failures_preemption_cannot_fix() -> None:
 
 
 def test_unresolvable_must_be_bool() -> None:
-    from policyd.policy.loader import PolicyChecker
+    from policyd.policy.checker import PolicyChecker
 
     parsed = parse_policy_text(
         'policy p {\n  filter F {\n    expr = true\n    unresolvable = "yes"\n  }\n}\n', "t.policy"

@@ -186,7 +186,7 @@ def build_cluster(spec: list[Any]) -> list[NodeState]:
 def check_agreement(text: str, states: list[NodeState], pod: Any) -> None:
     loaded = load_texts({"p.policy": text})
     assert not loaded.has_errors, [str(d) for d in loaded.errors]
-    [policy] = loaded.policies
+    [checked] = loaded.checked
     compiled = compile_sources({"p.policy": text}, generation=1)
     profile = next(iter(compiled.profiles.values()))
     cels = [s.cel for s in states]
@@ -194,7 +194,7 @@ def check_agreement(text: str, states: list[NodeState], pod: Any) -> None:
     evaluator = profile.evaluator(pod.cel, cluster)
     expected_filters = [evaluator.filter_all(c) for c in cels]
     expected_scores = [evaluator.score(c) for c in cels]
-    plan = vz.lower_policy(policy)
+    plan = vz.lower_policy(checked)
     columns = NodeColumns.from_nodes(cels)
     shared = plan.evaluation(columns, pod.cel, cluster)
     for j, fplan in enumerate(plan.filters):
@@ -259,14 +259,14 @@ def test_default_policy_plans_match(
     text = (Path(__file__).resolve().parents[3] / "policies" / "default.policy").read_text()
     states = build_cluster(spec)
     loaded = load_texts({"default.policy": text})
-    [policy] = loaded.policies
+    [checked] = loaded.checked
     compiled = compile_sources({"default.policy": text}, generation=1)
     profile = next(iter(compiled.profiles.values()))
     cels = [s.cel for s in states]
     cluster = ClusterView(cels)
     new_pod = make_pod("new", *pod, selector=selector)
     evaluator = profile.evaluator(new_pod.cel, cluster)
-    plan = vz.lower_policy(policy)
+    plan = vz.lower_policy(checked)
     columns = NodeColumns.from_nodes(cels)
     shared = plan.evaluation(columns, new_pod.cel, cluster)
     expected = [evaluator.filter_all(c) for c in cels]
@@ -279,7 +279,7 @@ def test_default_policy_plans_match(
             continue
         passed = np.array([r[j].passed for r in expected])
         sure = ~got.unsure
-        assert (got.values[sure] == passed[sure]).all(), policy.filters[j].name.value
+        assert (got.values[sure] == passed[sure]).all(), checked.policy.filters[j].name.value
     scores = [evaluator.score(c) for c in cels]
     for j, splan in enumerate(plan.scores):
         if splan is None:
@@ -288,15 +288,16 @@ def test_default_policy_plans_match(
             got = splan.evaluate(new_pod.cel, columns, cluster, shared)
         except vz.Unsupported:
             continue  # ImageLocality reads node.images once the pod has images: per node
-        assert (got.values == np.array([s[j] for s in scores])).all(), policy.scores[j].name.value
+        assert (got.values == np.array([s[j] for s in scores])).all(), checked.policy.scores[j].name.value
 
 
 def test_default_policy_lowering_covers_the_column_rules() -> None:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[3] / "policies" / "default.policy").read_text()
-    [policy] = load_texts({"default.policy": text}).policies
-    plan = vz.lower_policy(policy)
+    [checked] = load_texts({"default.policy": text}).checked
+    policy = checked.policy
+    plan = vz.lower_policy(checked)
     vectorised = {r.name.value for r, p in zip(policy.filters, plan.filters, strict=True) if p is not None}
     assert {"NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodeResourcesFit"} <= vectorised
     # node.usedPorts is read only inside pod.hostPorts.all(...): lowered, per node for pods with ports
@@ -333,8 +334,8 @@ def test_columns_follow_pod_events() -> None:
 )
 def test_per_node_only_expressions_are_not_lowered(expr: str) -> None:
     text = f"policy p {{\n  filter F {{\n    expr = {expr}\n  }}\n}}\n"
-    [policy] = load_texts({"p.policy": text}).policies
-    assert vz.lower_policy(policy).filters == (None,)
+    [checked] = load_texts({"p.policy": text}).checked
+    assert vz.lower_policy(checked).filters == (None,)
 
 
 def test_guarded_node_read_is_unsupported_only_when_reached() -> None:
@@ -342,8 +343,8 @@ def test_guarded_node_read_is_unsupported_only_when_reached() -> None:
         "policy p {\n  filter Ports {\n"
         "    expr = pod.hostPorts.all(w, !node.usedPorts.exists(u, u.hostPort == w.hostPort))\n  }\n}\n"
     )
-    [policy] = load_texts({"p.policy": text}).policies
-    [fplan] = vz.lower_policy(policy).filters
+    [checked] = load_texts({"p.policy": text}).checked
+    [fplan] = vz.lower_policy(checked).filters
     assert fplan is not None
     state = make_node(0, 1000, 1024, 10, {}, [], None, False)
     columns = NodeColumns.from_nodes([state.cel])

@@ -110,7 +110,7 @@ def test_unchanged_texts_reuse_checked_policies_and_compiled_code() -> None:
     second = load_texts({"a.policy": a, "b.policy": b.replace('"y"', '"z"')})
     assert second.policies[0] is first.policies[0]  # a.policy unchanged: same checked IR
     assert second.policies[1] is not first.policies[1]
-    assert compile_policy(second.policies[0]) is compile_policy(first.policies[0])
-    assert compile_policy(second.policies[1]) is not compile_policy(first.policies[1])
+    assert compile_policy(second.checked[0]) is compile_policy(first.checked[0])
+    assert compile_policy(second.checked[1]) is not compile_policy(first.checked[1])
     # the same text under another name is a different file (names appear in diagnostics)
     assert load_texts({"c.policy": a}).policies[0] is not first.policies[0]
