@@ -24,7 +24,7 @@ from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
 from policyd.scheduler.algorithm import NodeScore, score_nodes
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
-from policyd.scheduler.cluster.cluster_view import ClusterView
+from policyd.scheduler.cluster.functions import cluster_functions_factory
 from policyd.scheduler.cluster.views import PodView, node_state, pod_view
 from policyd.scheduler.pdb import budget_from_object
 from policyd.scheduler.preemption import find_preemption
@@ -115,7 +115,8 @@ def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[
     pods = [*suite.get("pods", ()), *case.get("pods", ())]
     snapshot, existing = _snapshot(nodes, pods)
     pod = pod_view(case["pod"])
-    cluster = ClusterView(snapshot)
+    cluster_functions = cluster_functions_factory()  # one index for the snapshot and its what-ifs
+    cluster = cluster_functions(snapshot)
     evaluator = profile.evaluator(pod.cel, cluster)
     failures: dict[str, FilterFailure] = {}
     feasible = []
@@ -137,7 +138,7 @@ def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[
             pod,
             snapshot,
             failures,
-            lambda snap: profile.evaluator(pod.cel, ClusterView(snap)),
+            lambda snap: profile.evaluator(pod.cel, cluster_functions(snap)),
             lambda _name: [],
             budgets,
             existing,

@@ -55,6 +55,7 @@ from policyd.scheduler.backend import BindError, ClusterBackend, KubeObject
 from policyd.scheduler.binder import DEFAULT_BIND_WORKERS, Binder
 from policyd.scheduler.cache import DEFAULT_ASSUMED_TTL, Cache, NodeFactory
 from policyd.scheduler.clock import Clock, FakeClock, RealClock
+from policyd.scheduler.cluster.functions import cluster_functions_factory
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, SchedulerMetrics
 from policyd.scheduler.pdb import BudgetIndex
 from policyd.scheduler.permit import Permits, WaitingPod
@@ -74,7 +75,7 @@ EVENT_POD_UPDATE = "PodUpdate"
 EVENT_SCHEDULE_FAILURE = "ScheduleAttemptFailure"
 
 PodViewFactory = Callable[[KubeObject], PodViewLike]
-ClusterViewFactory = Callable[[Snapshot], Any]
+ClusterFunctionsFactory = Callable[[Snapshot], Any]
 
 
 @dataclass(frozen=True)
@@ -116,12 +117,8 @@ def _default_node_state() -> NodeFactory:
     return views.node_state
 
 
-def _default_cluster_view() -> ClusterViewFactory:
-    try:
-        from policyd.scheduler.cluster.cluster_index import cluster_view_factory
-    except ImportError:  # the semantics module is not there yet: rules see the snapshot itself
-        return lambda snapshot: snapshot
-    return cluster_view_factory()  # one ClusterIndex per scheduler, kept across cycles
+def _default_cluster_functions() -> ClusterFunctionsFactory:
+    return cluster_functions_factory()  # one ClusterIndex per scheduler, kept across cycles
 
 
 def _node_change_events(old: KubeObject, new: KubeObject) -> list[str]:
@@ -171,7 +168,7 @@ class Scheduler:
         options: SchedulerOptions | None = None,
         pod_view: PodViewFactory | None = None,
         node_state: NodeFactory | None = None,
-        cluster_view: ClusterViewFactory | None = None,
+        cluster_functions: ClusterFunctionsFactory | None = None,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.options = options or SchedulerOptions()
@@ -180,7 +177,7 @@ class Scheduler:
         self._policies = policies
         self._pod_view = pod_view or _default_pod_view()
         self._pod_view_update = None if pod_view is not None else _default_pod_view_update()
-        self._cluster_view = cluster_view or _default_cluster_view()
+        self._cluster_functions = cluster_functions or _default_cluster_functions()
         self.queue = SchedulingQueue(self.clock, self.options.queue)
         self.cache = Cache(node_state or _default_node_state(), self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()
@@ -500,10 +497,10 @@ class Scheduler:
         self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
 
     def _evaluator(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> PodEvaluator:
-        return profile.evaluator(pod.cel, self._cluster_view(snapshot))
+        return profile.evaluator(pod.cel, self._cluster_functions(snapshot))
 
     def _find_node(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> ScheduleResult:
-        cluster = self._cluster_view(snapshot)
+        cluster = self._cluster_functions(snapshot)
         evaluator = profile.evaluator(pod.cel, cluster)
         nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
         return self._runner.schedule(

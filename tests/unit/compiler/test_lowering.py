@@ -18,8 +18,9 @@ from policyd.compiler import lowering as vz
 from policyd.compiler.profiles import compile_sources
 from policyd.evaluation.columns import NodeColumns
 from policyd.policy.loader import load_texts
-from policyd.scheduler.cluster.cluster_view import ClusterView
+from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.cluster.views import NodeState, node_state, pod_view
+from tests.unit.scheduler.cluster.snapshots import snapshot_of
 
 LABEL_KEYS = ("zone", "rack", "rank", "gpu")
 LABEL_VALUES = ("a", "b", "c", "1", "7", "x1")
@@ -190,7 +191,7 @@ def check_agreement(text: str, states: list[NodeState], pod: Any) -> None:
     compiled = compile_sources({"p.policy": text}, generation=1)
     profile = next(iter(compiled.profiles.values()))
     cels = [s.cel for s in states]
-    cluster = ClusterView(cels)
+    cluster = ClusterFunctions(snapshot_of(cels))
     evaluator = profile.evaluator(pod.cel, cluster)
     expected_filters = [evaluator.filter_all(c) for c in cels]
     expected_scores = [evaluator.score(c) for c in cels]
@@ -263,7 +264,7 @@ def test_default_policy_plans_match(
     compiled = compile_sources({"default.policy": text}, generation=1)
     profile = next(iter(compiled.profiles.values()))
     cels = [s.cel for s in states]
-    cluster = ClusterView(cels)
+    cluster = ClusterFunctions(snapshot_of(cels))
     new_pod = make_pod("new", *pod, selector=selector)
     evaluator = profile.evaluator(new_pod.cel, cluster)
     plan = vz.lower_policy(policy)
