@@ -25,7 +25,7 @@ from policyd.scheduler.algorithm import NodeScore, score_nodes
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.functions import cluster_functions_factory
-from policyd.scheduler.cluster.views import PodView, node_state, pod_view
+from policyd.scheduler.cluster.objects import PodInfo, node_info, pod_info
 from policyd.scheduler.pdb import budget_from_object
 from policyd.scheduler.preemption import find_preemption
 from policyd.scheduler.snapshot import Snapshot
@@ -98,11 +98,11 @@ def _profile(
 
 def _snapshot(
     nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
-) -> tuple[Snapshot, list[PodView]]:
-    cache = Cache(node_state, FakeClock())
+) -> tuple[Snapshot, list[PodInfo]]:
+    cache = Cache(node_info, FakeClock())
     for obj in nodes:
         cache.add_node(obj)
-    views = [pod_view(obj) for obj in pods]
+    views = [pod_info(obj) for obj in pods]
     for view in views:
         cache.add_pod(view)
     snapshot = Snapshot()
@@ -114,7 +114,7 @@ def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[
     nodes = [*suite.get("nodes", ()), *case.get("nodes", ())]
     pods = [*suite.get("pods", ()), *case.get("pods", ())]
     snapshot, existing = _snapshot(nodes, pods)
-    pod = pod_view(case["pod"])
+    pod = pod_info(case["pod"])
     cluster_functions = cluster_functions_factory()  # one index for the snapshot and its what-ifs
     cluster = cluster_functions(snapshot)
     evaluator = profile.evaluator(pod.cel, cluster)
@@ -237,7 +237,7 @@ def _check_queue(
     expect: Mapping[str, Any],
     problems: list[str],
 ) -> None:
-    views = [pod_view(obj) for obj in case["queue"]]
+    views = [pod_info(obj) for obj in case["queue"]]
     if not views:
         return
     profile = _profile(policies, suite, case["queue"][0])

@@ -1,6 +1,6 @@
 """Declared CEL types of the `pod`, `node` and `victim` variables (Kubernetes JSON shapes + views).
 
-The runtime values are built by `policyd.scheduler.cluster.views` (see docs/DESIGN.md, "CEL-visible objects").
+The runtime values are built by `policyd.scheduler.cluster.objects` (see docs/DESIGN.md, "CEL-visible objects").
 Field names are exactly Kubernetes JSON names; quantities in `spec`/`status` stay raw strings
 (`map(string, string)`), while the convenience fields (`requests`, `allocatable`, ...) are integers.
 """

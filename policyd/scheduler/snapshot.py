@@ -23,8 +23,8 @@ def next_generation() -> int:
     return next(_generations)
 
 
-class PodViewLike(Protocol):
-    """What the runtime reads of a `policyd.scheduler.cluster.views.PodView`."""
+class PodInfoLike(Protocol):
+    """What the runtime reads of a `policyd.scheduler.cluster.objects.PodInfo`."""
 
     @property
     def key(self) -> str:
@@ -62,8 +62,8 @@ class PodViewLike(Protocol):
         ...
 
 
-class NodeStateLike(Protocol):
-    """What the runtime reads of a `policyd.scheduler.cluster.views.NodeState`."""
+class NodeInfoLike(Protocol):
+    """What the runtime reads of a `policyd.scheduler.cluster.objects.NodeInfo`."""
 
     @property
     def name(self) -> str:
@@ -87,11 +87,11 @@ class NodeStateLike(Protocol):
         """Stop counting `pod` against this node."""
         ...
 
-    def clone_without(self, pods: Iterable[Any]) -> NodeStateLike:
+    def clone_without(self, pods: Iterable[Any]) -> NodeInfoLike:
         """An independent copy with `pods` removed (an empty iterable: a plain copy)."""
         ...
 
-    def with_pods(self, pods: Iterable[Any]) -> NodeStateLike:
+    def with_pods(self, pods: Iterable[Any]) -> NodeInfoLike:
         """An independent copy with `pods` added (nominated pods)."""
         ...
 
@@ -108,9 +108,9 @@ class Snapshot:
     def __init__(self) -> None:
         self.generation = next_generation()
         self.layout = next_generation()
-        self._nodes: dict[str, NodeStateLike] = {}
+        self._nodes: dict[str, NodeInfoLike] = {}
         self._node_generation: dict[str, int] = {}
-        self._list: list[NodeStateLike] = []
+        self._list: list[NodeInfoLike] = []
         self._cels: list[Mapping[str, Any]] = []
         self._row: dict[str, int] = {}
         self._names: tuple[str, ...] | None = None
@@ -123,7 +123,7 @@ class Snapshot:
 
     # --- read API (ClusterView, framework, preemption) ---
 
-    def nodes(self) -> Sequence[NodeStateLike]:
+    def nodes(self) -> Sequence[NodeInfoLike]:
         """Every node, in the cache's stable order (the order nodes were added)."""
         return self._list
 
@@ -131,7 +131,7 @@ class Snapshot:
         """The `.cel` dicts of `nodes()`, in the same order."""
         return self._cels
 
-    def node(self, name: str) -> NodeStateLike | None:
+    def node(self, name: str) -> NodeInfoLike | None:
         """The node called `name`, or None."""
         return self._nodes.get(name)
 
@@ -163,7 +163,7 @@ class Snapshot:
         """True when some pod on some node has inter-pod (anti-)affinity terms."""
         return bool(self._affinity)
 
-    def _index_affinity(self, state: NodeStateLike) -> None:
+    def _index_affinity(self, state: NodeInfoLike) -> None:
         pods = [p for p in state.cel.get("pods", ()) if _has_pod_affinity(p)]
         if pods:
             self._affinity[state.name] = pods
@@ -175,7 +175,7 @@ class Snapshot:
         for n in self._list:
             yield from n.cel.get("pods", ())
 
-    def replace(self, node: NodeStateLike) -> Snapshot:
+    def replace(self, node: NodeInfoLike) -> Snapshot:
         """A derived snapshot with `node` substituted (preemption what-ifs); fresh generation.
 
         Everything but the substituted row is shared with this snapshot (row order, names, versions of
@@ -209,7 +209,7 @@ class Snapshot:
     def _node_generations(self) -> Mapping[str, int]:
         return self._node_generation
 
-    def _store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeStateLike]]) -> None:
+    def _store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeInfoLike]]) -> None:
         """Install copies of changed nodes and the node order (None: the order is unchanged).
 
         The generation changes when anything does. With the same order, changed rows are replaced in
@@ -255,7 +255,7 @@ def _has_pod_affinity(pod: Mapping[str, Any]) -> bool:
     return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
 
 
-def _has_any_pod_affinity(state: NodeStateLike) -> bool:
+def _has_any_pod_affinity(state: NodeInfoLike) -> bool:
     return any(_has_pod_affinity(p) for p in state.cel.get("pods", ()))
 
 

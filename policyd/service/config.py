@@ -17,10 +17,10 @@ import yaml
 
 from policyd import shipped
 from policyd.errors import ConfigError
+from policyd.framework import DEFAULT_PROFILE
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
-DEFAULT_SCHEDULER_NAME = "policyd"
 
 
 def defaults() -> dict[str, Any]:
@@ -30,7 +30,7 @@ def defaults() -> dict[str, Any]:
         "kind": KIND,
         "profiles": [
             {
-                "schedulerName": DEFAULT_SCHEDULER_NAME,
+                "schedulerName": DEFAULT_PROFILE,
                 "policySources": [{"path": str(shipped.default_policy())}],
             }
         ],
@@ -179,7 +179,7 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
     validate(doc, source)
     merged = _merge(defaults(), doc)
     if "profiles" not in doc and "policySources" in doc:
-        merged["profiles"] = [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
+        merged["profiles"] = [{"schedulerName": DEFAULT_PROFILE}]
     shared = [_source(s) for s in doc.get("policySources", [])]
     profiles = []
     names: set[str] = set()

@@ -1,4 +1,4 @@
-"""The cache boundary: Kubernetes pod/node dicts -> `PodView` / `NodeState` with CEL-visible dicts.
+"""The cache boundary: Kubernetes pod/node dicts -> `PodInfo` / `NodeInfo` with CEL-visible dicts.
 
 This is the only module that reads raw API dicts (docs/DESIGN.md, "CEL-visible objects"). A pod is
 converted once, when it enters the cache; a node's allocation (`requested`, `free`, `pods`, ...) is
@@ -29,21 +29,22 @@ from policyd.policy import k8s_types as kt
 from policyd.quantity import QuantityError, parse_quantity, to_int, to_milli
 
 __all__ = [
+    "API_DEFAULT_SCHEDULER_NAME",
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
-    "DEFAULT_SCHEDULER_NAME",
-    "NodeState",
-    "NodeView",
-    "PodView",
+    "NodeInfo",
+    "NodeInfo",
+    "PodInfo",
     "cel_timestamp",
-    "node_state",
+    "node_info",
     "normalized_image_name",
     "parse_time",
-    "pod_view",
+    "pod_info",
     "resource_value",
 ]
 
-DEFAULT_SCHEDULER_NAME = "default-scheduler"
+# the API server's default spec.schedulerName (kube-scheduler's); policyd's own: framework.DEFAULT_PROFILE
+API_DEFAULT_SCHEDULER_NAME = "default-scheduler"
 # kube-scheduler's scoring defaults for containers without cpu/memory requests (GetNonzeroRequests).
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
@@ -246,7 +247,7 @@ def _max_into(total: dict[str, Fraction], other: Mapping[str, Fraction]) -> None
 
 
 @dataclass(frozen=True, eq=False)
-class PodView:
+class PodInfo:
     """A pod as the scheduler sees it, converted once at the cache boundary (identity equality)."""
 
     key: str
@@ -274,23 +275,23 @@ class PodView:
     # the CEL-visible dict (docs/DESIGN.md, `Pod`)
     cel: dict[str, Any] = field(repr=False)
 
-    def with_node(self, node_name: str) -> PodView:
+    def with_node(self, node_name: str) -> PodInfo:
         """A copy bound (or assumed) to `node_name`."""
         cel = dict(self.cel)
         cel["nodeName"] = node_name
         return _evolve(self, node_name=node_name, cel=cel)
 
-    def with_nominated_node(self, node_name: str) -> PodView:
+    def with_nominated_node(self, node_name: str) -> PodInfo:
         """A copy with `nominatedNodeName` set ("" clears it)."""
         cel = dict(self.cel)
         cel["nominatedNodeName"] = node_name
         return replace(self, nominated_node_name=node_name, cel=cel)
 
 
-def _evolve(view: PodView, **changes: Any) -> PodView:
-    """`dataclasses.replace` for the hot path: a copy of the frozen view with `changes` set."""
-    copy = object.__new__(PodView)
-    copy.__dict__.update(view.__dict__)
+def _evolve(info: PodInfo, **changes: Any) -> PodInfo:
+    """`dataclasses.replace` for the hot path: a copy of the frozen `info` with `changes` set."""
+    copy = object.__new__(PodInfo)
+    copy.__dict__.update(info.__dict__)
     copy.__dict__.update(changes)
     return copy
 
@@ -432,8 +433,8 @@ def _compute_resources(
     return _to_ints(effective), _to_ints(non_zero), _to_ints(limits)
 
 
-def pod_view(obj: Mapping[str, Any]) -> PodView:
-    """Convert a Kubernetes pod dict (API JSON shape) into a `PodView`; raises ClusterDataError."""
+def pod_info(obj: Mapping[str, Any]) -> PodInfo:
+    """Convert a Kubernetes pod dict (API JSON shape) into a `PodInfo`; raises ClusterDataError."""
     meta = _mapping(obj.get("metadata"), "pod: metadata")
     name = meta.get("name")
     namespace = meta.get("namespace") or "default"
@@ -458,7 +459,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
     images = [normalized_image_name(str(c.get("image") or "")) for c in [*inits, *containers]]
     labels = metadata.get("labels", {})
     priority = cel_spec.get("priority", 0)
-    scheduler_name = cel_spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
+    scheduler_name = cel_spec.get("schedulerName") or API_DEFAULT_SCHEDULER_NAME
     preemption_policy = cel_spec.get("preemptionPolicy") or "PreemptLowerPriority"
     node_name = cel_spec.get("nodeName", "")
     nominated = cel_status.get("nominatedNodeName", "")
@@ -502,7 +503,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
     if "topologySpreadConstraints" in cel_spec:
         cel["topologySpreadConstraints"] = cel_spec["topologySpreadConstraints"]
 
-    return PodView(
+    return PodInfo(
         key=key,
         uid=cel["uid"],
         name=name,
@@ -534,12 +535,12 @@ def _without(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in keys}
 
 
-def pod_view_update(prev: PodView, obj: Mapping[str, Any]) -> PodView:
-    """The view of `obj`, a later version of the pod `prev` was made from.
+def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
+    """The `PodInfo` of `obj`, a later version of the pod `prev` was made from.
 
     When only spec.nodeName, status and metadata.resourceVersion changed (a bind, a condition, a
-    nomination: most pod updates a scheduler sees), the view is derived from `prev` without
-    converting the spec again; otherwise it is converted afresh (`pod_view`). Both give equal views.
+    nomination: most pod updates a scheduler sees), it is derived from `prev` without converting
+    the spec again; otherwise it is converted afresh (`pod_info`). Both give equal objects.
     """
     old = prev.raw
     meta, old_meta = obj.get("metadata"), old.get("metadata")
@@ -554,7 +555,7 @@ def pod_view_update(prev: PodView, obj: Mapping[str, Any]) -> PodView:
         and _without(meta, _META_VOLATILE) == _without(old_meta, _META_VOLATILE)
         and _without(spec, ("nodeName",)) == _without(old_spec, ("nodeName",))
     ):
-        return pod_view(obj)
+        return pod_info(obj)
     where = f"pod {prev.key}"
     status = _mapping(obj.get("status"), f"{where}: status")
     cel_status = _project(status, kt.POD_STATUS, f"{where}: status")
@@ -595,7 +596,7 @@ def pod_view_update(prev: PodView, obj: Mapping[str, Any]) -> PodView:
 
 
 @dataclass(eq=False)
-class NodeState:
+class NodeInfo:
     """A node and the pods on it, owned by the runtime cache; `.cel` is kept up to date in place.
 
     Node-level parts of `.cel` (labels, taints, allocatable, ...) are shared between clones and must be
@@ -612,14 +613,14 @@ class NodeState:
     ready: bool
     unschedulable: bool
     raw: Mapping[str, Any] = field(repr=False)
-    pods: dict[str, PodView] = field(default_factory=dict, repr=False)
+    pods: dict[str, PodInfo] = field(default_factory=dict, repr=False)
     cel: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- node updates
 
     def update_node(self, obj: Mapping[str, Any]) -> None:
         """Replace the node object (labels, taints, allocatable...) keeping the pods on it."""
-        fresh = node_state(obj)
+        fresh = node_info(obj)
         if fresh.name != self.name:
             raise ClusterDataError(f"node {self.name}: update carries another name {fresh.name!r}")
         pods = list(self.pods.values())
@@ -634,7 +635,7 @@ class NodeState:
 
     # -- pod accounting (incremental)
 
-    def add_pod(self, pv: PodView) -> None:
+    def add_pod(self, pv: PodInfo) -> None:
         """Count `pv` against this node (replacing an earlier version of the same pod)."""
         if pv.key in self.pods:
             self.remove_pod(self.pods[pv.key])
@@ -644,7 +645,7 @@ class NodeState:
         self.cel["usedPorts"].extend(pv.cel["hostPorts"])
         self.cel["podCount"] = len(self.pods)
 
-    def remove_pod(self, pv: PodView) -> bool:
+    def remove_pod(self, pv: PodInfo) -> bool:
         """Stop counting the pod with `pv.key`; False when it was not on this node."""
         old = self.pods.pop(pv.key, None)
         if old is None:
@@ -664,7 +665,7 @@ class NodeState:
         self.cel["podCount"] = len(self.pods)
         return True
 
-    def _account(self, pv: PodView, sign: int) -> None:
+    def _account(self, pv: PodInfo, sign: int) -> None:
         """Add (sign 1) or subtract (sign -1) the pod's requests."""
         requested: dict[str, int] = self.cel["requested"]
         free: dict[str, int] = self.cel["free"]
@@ -681,9 +682,9 @@ class NodeState:
 
     # -- copies for what-if evaluation
 
-    def _copy(self) -> NodeState:
+    def _copy(self) -> NodeInfo:
         """A copy sharing node-level data, with its own allocation state."""
-        copy = NodeState(
+        copy = NodeInfo(
             name=self.name,
             uid=self.uid,
             labels=self.labels,
@@ -704,14 +705,14 @@ class NodeState:
         copy.pods = dict(self.pods)
         return copy
 
-    def clone_without(self, pods: Iterable[PodView]) -> NodeState:
+    def clone_without(self, pods: Iterable[PodInfo]) -> NodeInfo:
         """A copy of this node with `pods` removed (preemption's what-if)."""
         copy = self._copy()
         for pv in pods:
             copy.remove_pod(pv)
         return copy
 
-    def with_pods(self, pods: Iterable[PodView]) -> NodeState:
+    def with_pods(self, pods: Iterable[PodInfo]) -> NodeInfo:
         """A copy of this node with `pods` added (nominated pods, for filtering)."""
         copy = self._copy()
         for pv in pods:
@@ -719,17 +720,13 @@ class NodeState:
         return copy
 
 
-# The name DESIGN.md uses for the node side of the boundary.
-NodeView = NodeState
-
-
 def _node_ready(conditions: list[dict[str, Any]]) -> bool:
     """True when the Ready condition is True."""
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def node_state(obj: Mapping[str, Any]) -> NodeState:
-    """Convert a Kubernetes node dict into a `NodeState` with no pods; raises ClusterDataError."""
+def node_info(obj: Mapping[str, Any]) -> NodeInfo:
+    """Convert a Kubernetes node dict into a `NodeInfo` with no pods; raises ClusterDataError."""
     meta = _mapping(obj.get("metadata"), "node: metadata")
     name = meta.get("name")
     if not name or not isinstance(name, str):
@@ -780,7 +777,7 @@ def node_state(obj: Mapping[str, Any]) -> NodeState:
         "spec": cel_spec,
         "status": cel_status,
     }
-    return NodeState(
+    return NodeInfo(
         name=name,
         uid=cel["uid"],
         labels=labels,
