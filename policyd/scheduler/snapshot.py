@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
+
 _generations = itertools.count(1)
 
 
@@ -121,7 +123,7 @@ class Snapshot:
         # the cache generation this snapshot was last brought up to (Cache.update_snapshot)
         self._synced_to: tuple[int, int] | None = None
 
-    # --- read API (ClusterView, framework, preemption) ---
+    # --- read API (cluster functions, algorithm, preemption) ---
 
     def nodes(self) -> Sequence[NodeInfoLike]:
         """Every node, in the cache's stable order (the order nodes were added)."""
@@ -155,16 +157,12 @@ class Snapshot:
     def __contains__(self, name: object) -> bool:
         return name in self._nodes
 
-    def pods_with_affinity(self) -> list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
-        """(node dict, pods with pod affinity or anti-affinity) of every node that has such pods."""
-        return [(self._nodes[name].cel, pods) for name, pods in self._affinity.items()]
-
     def has_pods_with_affinity(self) -> bool:
         """True when some pod on some node has inter-pod (anti-)affinity terms."""
         return bool(self._affinity)
 
     def _index_affinity(self, state: NodeInfoLike) -> None:
-        pods = [p for p in state.cel.get("pods", ()) if _has_pod_affinity(p)]
+        pods = [p for p in state.cel.get("pods", ()) if has_pod_affinity(p)]
         if pods:
             self._affinity[state.name] = pods
         else:
@@ -249,14 +247,8 @@ class Snapshot:
         self.generation = next_generation()
 
 
-def _has_pod_affinity(pod: Mapping[str, Any]) -> bool:
-    """True when the pod has inter-pod affinity or anti-affinity terms."""
-    affinity = pod.get("affinity") or {}
-    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
-
-
 def _has_any_pod_affinity(state: NodeInfoLike) -> bool:
-    return any(_has_pod_affinity(p) for p in state.cel.get("pods", ()))
+    return any(has_pod_affinity(p) for p in state.cel.get("pods", ()))
 
 
 class _Overlay(dict[str, Any]):
