@@ -4,7 +4,7 @@ A suite (schema: policyd/schemas/policytest.schema.json) names policy files (rel
 existing pods and PodDisruptionBudgets (full Kubernetes objects), and cases. A case gives the pod
 under test (or several pods for a queue-order case) and what to expect: per-node filter results,
 score order, chosen node, preemption victims, queue order. Evaluation uses the runtime's own pieces:
-views, cache snapshot, cluster view, `framework.score_nodes`, `preemption.find_preemption`.
+PodInfo/NodeInfo, cache snapshot, cluster functions, `framework.score_nodes`, `preemption.find_preemption`.
 """
 
 from __future__ import annotations
@@ -102,12 +102,12 @@ def _snapshot(
     cache = Cache(node_info, FakeClock())
     for obj in nodes:
         cache.add_node(obj)
-    views = [pod_info(obj) for obj in pods]
-    for view in views:
-        cache.add_pod(view)
+    infos = [pod_info(obj) for obj in pods]
+    for info in infos:
+        cache.add_pod(info)
     snapshot = Snapshot()
     cache.update_snapshot(snapshot)
-    return snapshot, views
+    return snapshot, infos
 
 
 def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[str, Any]) -> _Outcome:
@@ -237,12 +237,12 @@ def _check_queue(
     expect: Mapping[str, Any],
     problems: list[str],
 ) -> None:
-    views = [pod_info(obj) for obj in case["queue"]]
-    if not views:
+    infos = [pod_info(obj) for obj in case["queue"]]
+    if not infos:
         return
     profile = _profile(policies, suite, case["queue"][0])
-    order = sorted(range(len(views)), key=lambda i: (profile.queue_key(views[i].cel), i, views[i].key))
-    got = [views[i].key for i in order]
+    order = sorted(range(len(infos)), key=lambda i: (profile.queue_key(infos[i].cel), i, infos[i].key))
+    got = [infos[i].key for i in order]
     want = list(expect.get("queueOrder", []))
     if want and got != want:
         problems.append(f"queueOrder: expected {want}, got {got}")

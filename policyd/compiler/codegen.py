@@ -148,7 +148,7 @@ class PolicyCode:
     reads: dict[str, frozenset[str]] = field(default_factory=dict)
     source: str = ""
     # compute the pod-only lets the filters / the scores need into the pod slots (`P`), so that
-    # node evaluations after it call the cluster view only from node-dependent code
+    # node evaluations after it call the cluster functions only from node-dependent code
     prepare_filter: Callable[..., Any] | None = None
     prepare_score: Callable[..., Any] | None = None
     filter_pod_slots: tuple[int, ...] = ()
@@ -535,7 +535,7 @@ def _pod_fields(e: Any, out: set[str]) -> bool:
     """Add the top-level `pod.<field>` names `e` reads to `out`; False when `pod` is used whole.
 
     `pod` as an argument of a `cluster.<function>(...)` call is not a whole use: the runtime notices
-    calls into the cluster view while it evaluates a node and does not reuse such results.
+    calls into the cluster functions while it evaluates a node and does not reuse such results.
     """
     if isinstance(e, cel_ast.Select) and isinstance(e.operand, cel_ast.Ident) and e.operand.name == "pod":
         out.add(e.field)

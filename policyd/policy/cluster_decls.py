@@ -89,7 +89,7 @@ def _call(method: str) -> Callable[..., Any]:
     def impl(cluster: Any, *args: Any) -> Any:
         fn = getattr(cluster, method, None)
         if fn is None:
-            raise CelEvalError(f"cluster view does not provide {method}")
+            raise CelEvalError(f"the cluster object does not provide {method}")
         return fn(*args)
 
     impl.__name__ = f"cluster_{method}"

@@ -128,7 +128,7 @@ def _variables() -> dict[str, CelType]:
         from policyd.policy import cluster_decls
 
         variables["cluster"] = cluster_decls.CLUSTER_TYPE
-    except (ImportError, AttributeError):  # pragma: no cover - before the cluster view lands
+    except (ImportError, AttributeError):  # pragma: no cover - before the cluster functions land
         pass
     return variables
 
@@ -149,7 +149,7 @@ def _functions() -> dict[str, FunctionDecl]:
         from policyd.policy import cluster_decls
 
         functions.update(cluster_decls.cluster_functions())
-    except (ImportError, AttributeError):  # pragma: no cover - before the cluster view lands
+    except (ImportError, AttributeError):  # pragma: no cover - before the cluster functions land
         pass
     return functions
 

@@ -262,7 +262,7 @@ class GroupCache:
     """Node verdicts and raw scores per group of equivalent pods (docs/DESIGN.md, "Equivalent pods").
 
     Pods with the same `signature()` whose pod-only lets have the same values get the same verdict
-    and raw scores on an unchanged node unless the evaluation called the cluster view. A group keeps
+    and raw scores on an unchanged node unless the evaluation called a cluster function. A group keeps
     them per snapshot row with the row's cache generation; rows whose generation moved are evaluated
     again, others are reused. The least recently used groups beyond `capacity` are dropped.
     """

@@ -154,7 +154,7 @@ class Cache:
     # --- assume / confirm / forget / expire ---
 
     def assume(self, pod: PodInfoLike, node: str) -> None:
-        """Count `pod` (a view with node_name == `node`) against `node` before the bind completes."""
+        """Count `pod` (a PodInfo with node_name == `node`) against `node` before the bind completes."""
         with self._lock:
             if pod.key in self._pods:
                 raise ValueError(f"pod {pod.key} is already in the cache")

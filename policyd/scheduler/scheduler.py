@@ -338,7 +338,7 @@ class Scheduler:
             self._enqueue(pod, profile, EVENT_POD_UPDATE)
 
     def _updated_pod_info(self, obj: KubeObject) -> PodInfoLike:
-        """The view of an updated pod, derived from the one we hold when only status/nodeName moved."""
+        """The PodInfo of an updated pod, derived from the one we hold when only status/nodeName moved."""
         if self._pod_info_update is None:
             return self._pod_info(obj)
         meta = obj.get("metadata") or {}

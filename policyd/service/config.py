@@ -1,4 +1,4 @@
-"""The `policyd.yaml` configuration: JSON Schema validation, defaults, typed view.
+"""The `policyd.yaml` configuration: JSON Schema validation, defaults, typed settings.
 
 Errors name the failing JSON path (`$.profiles[0].schedulerName: ...`). `defaults()` is the whole
 effective configuration without a file; a file's values override it key by key.

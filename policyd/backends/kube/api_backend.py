@@ -55,7 +55,7 @@ class BindResult:
 
 
 def split_key(pod: PodInfoLike) -> tuple[str, str]:
-    """(namespace, name) of a pod view."""
+    """(namespace, name) of a PodInfo."""
     ns, _, name = pod.key.partition("/")
     return ns, name
 

@@ -304,7 +304,7 @@ def test_default_policy_lowering_covers_the_column_rules() -> None:
     assert "NodePorts" in vectorised
     scored = {r.name.value for r, p in zip(policy.scores, plan.scores, strict=True) if p is not None}
     assert {"NodeResourcesLeastAllocated", "NodeResourcesBalancedAllocation"} <= scored
-    # passes the node to the cluster view: lowered, one call per scored row
+    # passes the node to a cluster function: lowered, one call per scored row
     assert "PodTopologySpreadScore" in scored
 
 
