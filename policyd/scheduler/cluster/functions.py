@@ -23,6 +23,7 @@ from policyd.scheduler.cluster.tables import (
     DEFAULT_MAX_TABLES,
     ClusterIndex,
     DomainSums,
+    IntpArray,
     SnapshotRows,
     SnapshotTables,
 )
@@ -74,8 +75,12 @@ class ClusterFunctions:
             memo[key] = compute()
         return memo[key]
 
-    def _feasible_rows(self, pod: CelObject) -> Any:
-        return self._bound().rows_of(self._feasible.get(_pod_key(pod)))
+    def _prescored(self, pod: CelObject) -> Sequence[CelObject] | None:
+        """The feasible nodes `prescore` gave for `pod` (None: every node)."""
+        return self._feasible.get(_pod_key(pod))
+
+    def _feasible_rows(self, pod: CelObject) -> IntpArray:
+        return self._bound().rows_of(self._prescored(pod))
 
     def _no_affinity_anywhere(self, pod: CelObject) -> bool:
         """Neither the pod nor any pod in the snapshot has inter-pod (anti-)affinity terms."""

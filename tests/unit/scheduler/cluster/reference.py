@@ -1,15 +1,15 @@
 """The reference `cluster` functions: plain walks over every node and pod (the oracle of the indexed ones).
 
-`ReferenceCluster` answers every function of `policyd.policy.cluster_decls` the way kube-scheduler's
-PodTopologySpread, InterPodAffinity and ImageLocality plugins compute their state, node by node, with
-no index. The product (`policyd.scheduler.cluster.functions.ClusterFunctions`) must agree with it on
-every input (tests/unit/scheduler/cluster/test_cluster_functions.py, test_cluster_index.py).
+`ReferenceCluster` is `ClusterFunctions` (its memo, `prescore` and per-node lookups) with every
+per-pod state computed the way kube-scheduler's PodTopologySpread, InterPodAffinity and ImageLocality
+plugins compute it, node by node, with no tables and none of the product's early returns. The product
+must agree with it on every input (test_cluster_functions.py, test_cluster_index.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policyd.scheduler.cluster.affinity_terms import (
@@ -17,9 +17,9 @@ from policyd.scheduler.cluster.affinity_terms import (
     AffinityTerm,
     PodTerms,
     matches_all,
-    namespace_labels,
     pod_terms,
 )
+from policyd.scheduler.cluster.functions import ClusterFunctions, ClusterSnapshot
 from policyd.scheduler.cluster.selectors import CelObject, labels_of
 from policyd.scheduler.cluster.spread_constraints import (
     LABEL_HOSTNAME,
@@ -32,10 +32,6 @@ from policyd.scheduler.cluster.spread_constraints import (
 
 def _pods(node: CelObject) -> Sequence[CelObject]:
     return node.get("pods") or ()
-
-
-def _pod_key(pod: CelObject) -> tuple[str, str, str]:
-    return (str(pod.get("namespace", "")), str(pod.get("name", "")), str(pod.get("uid", "")))
 
 
 def _count_matching(c: SpreadConstraint, node: CelObject, namespace: str) -> int:
@@ -60,44 +56,20 @@ def _term_state(term: AffinityTerm, counts: Mapping[str, Mapping[str, int]]) -> 
     return {"topologyKey": term.topology_key, "counts": dict(counts.get(term.topology_key, {}))}
 
 
-class ReferenceCluster:
-    """The `cluster` CEL variable over a list of node `.cel` dicts, by walking every node."""
+class ReferenceCluster(ClusterFunctions):
+    """`ClusterFunctions` whose per-pod states come from walks over every node and pod (no tables)."""
 
     def __init__(
-        self, nodes: Iterable[CelObject], namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+        self, snapshot: ClusterSnapshot, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
     ) -> None:
-        self._nodes = list(nodes)
-        self._namespace_labels = namespace_labels or {}
-        self._memo_by_pod: dict[tuple[str, str, str], dict[Any, Any]] = {}
-        self._feasible: dict[tuple[str, str, str], list[CelObject]] = {}
+        super().__init__(snapshot, namespace_labels)
+        self._nodes = list(snapshot.cels())
 
-    def _memo(self, pod: CelObject, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
-        memo = self._memo_by_pod.setdefault(_pod_key(pod), {})
-        if key not in memo:
-            memo[key] = compute()
-        return memo[key]
-
-    def _feasible_nodes(self, pod: CelObject) -> list[CelObject]:
-        return self._feasible.get(_pod_key(pod), self._nodes)
-
-    def prescore(self, pod: CelObject, feasible: Sequence[CelObject]) -> None:
-        """Tell which nodes passed the filters for `pod`."""
-        key = _pod_key(pod)
-        self._feasible[key] = list(feasible)
-        memo = self._memo_by_pod.get(key)
-        if memo is not None:
-            for k in [k for k in memo if k[0] in ("spread-score", "affinity-score")]:
-                del memo[k]
-
-    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        """Labels of a namespace."""
-        return namespace_labels(self._namespace_labels, namespace)
+    def _feasible_nodes(self, pod: CelObject) -> Sequence[CelObject]:
+        prescored = self._prescored(pod)
+        return self._nodes if prescored is None else prescored
 
     # -- general ------------------------------------------------------------------------------
-
-    def node_count(self) -> int:
-        """Number of nodes."""
-        return len(self._nodes)
 
     def domain_counts(self, pod: CelObject, topology_key: str, labels: Mapping[str, str]) -> dict[str, int]:
         """Per value of `topology_key`: pods in the pod's namespace carrying all `labels` (0 included)."""
@@ -139,10 +111,6 @@ class ReferenceCluster:
 
     # -- PodTopologySpread: filter ------------------------------------------------------------
 
-    def topology_spread(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
-        """The pod's constraints of one kind with their domain counts (PreFilter state)."""
-        return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))  # type: ignore[no-any-return]
-
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
         constraints, _ = spread_constraints(pod, when)
         if not constraints:
@@ -164,16 +132,6 @@ class ReferenceCluster:
         return [spread_constraint_state(c, pod, dict(counts[c.topology_key])) for c in constraints]
 
     # -- PodTopologySpread: score -------------------------------------------------------------
-
-    def topology_spread_score(self, pod: CelObject, node: CelObject) -> int:
-        """Raw PodTopologySpread score of a feasible node (rounded); -1 when the node is ignored."""
-        state = self._memo(pod, ("spread-score",), lambda: self._spread_score_state(pod))
-        return state["scores"].get(str(node.get("name", "")), -1)  # type: ignore[no-any-return]
-
-    def topology_spread_score_range(self, pod: CelObject) -> dict[str, Any]:
-        """`{active, min, max}` of raw scores over non-ignored feasible nodes."""
-        state = self._memo(pod, ("spread-score",), lambda: self._spread_score_state(pod))
-        return state["range"]  # type: ignore[no-any-return]
 
     def _spread_score_state(self, pod: CelObject) -> dict[str, Any]:
         inactive = {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
@@ -245,10 +203,6 @@ class ReferenceCluster:
                     out.append((node, p, terms))
         return out
 
-    def inter_pod_affinity(self, pod: CelObject) -> dict[str, Any]:
-        """Required (anti-)affinity state of the pod (InterPodAffinity PreFilter)."""
-        return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))  # type: ignore[no-any-return]
-
     def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:
         terms = pod_terms(pod)
         ns_labels = self.namespace_labels(str(pod.get("namespace", "")))
@@ -282,17 +236,6 @@ class ReferenceCluster:
         }
 
     # -- InterPodAffinity: score --------------------------------------------------------------
-
-    def inter_pod_affinity_score(self, pod: CelObject, node: CelObject) -> int:
-        """Raw InterPodAffinity score of a node."""
-        state = self._memo(pod, ("affinity-score",), lambda: self._affinity_score_state(pod))
-        labels = labels_of(node)
-        return sum(values.get(labels[key], 0) for key, values in state["topology"].items() if key in labels)
-
-    def inter_pod_affinity_score_range(self, pod: CelObject) -> dict[str, Any]:
-        """`{active, min, max}` of raw scores over the feasible nodes."""
-        state = self._memo(pod, ("affinity-score",), lambda: self._affinity_score_state(pod))
-        return state["range"]  # type: ignore[no-any-return]
 
     def _affinity_score_state(self, pod: CelObject) -> dict[str, Any]:
         terms = pod_terms(pod)

@@ -48,14 +48,14 @@ def spread(key: str, skew: int = 1, when: str = "DoNotSchedule", **extra: Any) -
 
 WEB = {"app": "web"}
 
-ClusterFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterFunctions | ReferenceCluster]
+ClusterFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterFunctions]
 
 
 @pytest.fixture(params=["reference", "product"])
 def make_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
     """The reference walk over node dicts, or the product over a snapshot of them (one shared index)."""
     if request.param == "reference":
-        return ReferenceCluster
+        return lambda nodes: ReferenceCluster(snapshot_of(nodes))
     index = ClusterIndex()
     return lambda nodes: ClusterFunctions(snapshot_of(nodes), index=index)
 

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyd.scheduler.cluster.functions import ClusterFunctions, cluster_functions_factory
+from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.cluster.tables import ClusterIndex
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler.cluster.reference import ReferenceCluster
@@ -226,7 +226,7 @@ def step(draw: st.DrawFn, cluster: Cluster) -> None:
 
 
 def _observe(
-    functions: ClusterFunctions | ReferenceCluster,
+    functions: ClusterFunctions,
     nodes: list[Any],
     pod: dict[str, Any],
     feasible: list[Any] | None,
@@ -263,14 +263,14 @@ def _compare(
         feasible = None
         if nodes and data.draw(st.booleans()):
             feasible = data.draw(st.lists(st.sampled_from(nodes), unique_by=id))
-        expected = _observe(ReferenceCluster(nodes, namespaces), nodes, pod, feasible)
+        expected = _observe(ReferenceCluster(snapshot, namespaces), nodes, pod, feasible)
         actual = _observe(ClusterFunctions(snapshot, namespaces, index=index), nodes, pod, feasible)
         assert actual == expected
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_indexed_view_matches_reference_across_snapshot_changes(data: st.DataObject) -> None:
+def test_functions_match_the_reference_across_snapshot_changes(data: st.DataObject) -> None:
     names = [f"n{next(_generations)}" for _ in range(data.draw(st.integers(0, 5)))]
     cluster = Cluster([data.draw(a_node(name)) for name in names])
     index = ClusterIndex(max_tables=data.draw(st.sampled_from([3, 256])))
@@ -288,6 +288,18 @@ def test_indexed_view_matches_reference_across_snapshot_changes(data: st.DataObj
             _compare(data, cluster.snapshot.replace(NodeRow(name, what_if)), index, namespaces)  # type: ignore[arg-type]
 
 
+def _spreading_web(*skews: int) -> dict[str, Any]:
+    """An incoming pod with one zone constraint over app=web pods per max skew."""
+    constraints = [{"topologyKey": ZONE, "maxSkew": s, "labelSelector": {"matchLabels": WEB}} for s in skews]
+    return {
+        "name": "new",
+        "namespace": "d",
+        "uid": "u",
+        "labels": {},
+        "topologySpreadConstraints": constraints,
+    }
+
+
 def test_rows_are_recomputed_only_where_versions_changed() -> None:
     nodes = [
         {
@@ -298,19 +310,13 @@ def test_rows_are_recomputed_only_where_versions_changed() -> None:
         for i in range(10)
     ]
     cluster = Cluster(nodes)
-    make = cluster_functions_factory()
-    incoming = {
-        "name": "new",
-        "namespace": "d",
-        "uid": "u",
-        "labels": {},
-        "topologySpreadConstraints": [
-            {"topologyKey": ZONE, "maxSkew": 1, "labelSelector": {"matchLabels": WEB}}
-        ],
-    }
-    view = make(cluster.snapshot)
-    assert view.topology_spread(incoming, "DoNotSchedule")[0]["counts"] == {"a": 5, "b": 5}
-    index = view._index
+    index = ClusterIndex()
+
+    def make(snapshot: Snapshot) -> ClusterFunctions:
+        return ClusterFunctions(snapshot, index=index)
+
+    incoming = _spreading_web(1)
+    assert make(cluster.snapshot).topology_spread(incoming, "DoNotSchedule")[0]["counts"] == {"a": 5, "b": 5}
     before = index.rows_updated
     cluster.change("n3", pods=[*cluster.nodes["n3"]["pods"], {"name": "x", "namespace": "d", "labels": WEB}])
     assert make(cluster.snapshot).topology_spread(incoming, "DoNotSchedule")[0]["counts"] == {"a": 5, "b": 6}
@@ -324,16 +330,7 @@ def test_a_what_if_row_is_computed_once_per_binding() -> None:
     nodes = [{"name": f"n{i}", "labels": {ZONE: "ab"[i % 2]}, "pods": []} for i in range(4)]
     cluster = Cluster(nodes)
     index = ClusterIndex()
-    incoming = {
-        "name": "new",
-        "namespace": "d",
-        "uid": "u",
-        "labels": {},
-        "topologySpreadConstraints": [
-            {"topologyKey": ZONE, "maxSkew": 1, "labelSelector": {"matchLabels": WEB}},
-            {"topologyKey": ZONE, "maxSkew": 2, "labelSelector": {"matchLabels": WEB}},
-        ],
-    }
+    incoming = _spreading_web(1, 2)
     ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")
     web = {"name": "x", "namespace": "d", "labels": WEB}
     what_if = cluster.snapshot.replace(NodeRow("n1", dict(nodes[1], pods=[web])))  # type: ignore[arg-type]

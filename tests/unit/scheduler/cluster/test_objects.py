@@ -1,4 +1,4 @@
-"""Pod and node views at the cache boundary: effective requests, CEL dicts, incremental accounting."""
+"""PodInfo and NodeInfo at the cache boundary: effective requests, CEL dicts, incremental accounting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`pod_info_update` derives the same view `pod_info` converts, for every kind of pod update."""
+"""`pod_info_update` derives the same PodInfo `pod_info` converts, for every kind of pod update."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def _deleting(obj: dict[str, Any]) -> None:
     obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
 
 
-def _same_view(a: PodInfo, b: PodInfo) -> None:
+def _same_info(a: PodInfo, b: PodInfo) -> None:
     for f in fields(PodInfo):
         if f.name != "raw":
             assert getattr(a, f.name) == getattr(b, f.name), f.name
@@ -82,19 +82,19 @@ def test_update_equals_fresh_conversion(change: Any) -> None:
     new = copy.deepcopy(BASE)
     change(new)
     derived = pod_info_update(prev, new)
-    _same_view(derived, pod_info(new))
+    _same_info(derived, pod_info(new))
     assert derived.raw is new
 
 
-def test_assumed_view_is_a_valid_base() -> None:
+def test_assumed_pod_info_is_a_valid_base() -> None:
     """The cache holds `with_node` copies of queued pods; updates derive from them too."""
     prev = pod_info(BASE).with_node("n1")
     new = copy.deepcopy(BASE)
     _bound(new)
-    _same_view(pod_info_update(prev, new), pod_info(new))
+    _same_info(pod_info_update(prev, new), pod_info(new))
 
 
-def test_derived_view_does_not_share_mutable_parts() -> None:
+def test_derived_pod_info_does_not_share_mutable_parts() -> None:
     prev = pod_info(BASE)
     new = copy.deepcopy(BASE)
     _bound(new)
