@@ -1,100 +1,26 @@
 """The cache boundary: Kubernetes pod/node dicts -> `PodInfo` / `NodeInfo` with CEL-visible dicts.
 
-This is the only module that reads raw API dicts (docs/DESIGN.md, "CEL-visible objects"). A pod is
+With projection.py (typed fields) and resources.py (requests) this is the only code that reads raw API
+dicts (docs/DESIGN.md, "CEL-visible objects"). A pod is
 converted once, when it enters the cache; a node's allocation (`requested`, `free`, `pods`, ...) is
 maintained incrementally as pods are added and removed.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from fractions import Fraction
 from typing import Any
 
-from policyd.cel.types import (
-    INT,
-    TIMESTAMP,
-    CelType,
-    ListType,
-    MapType,
-    ObjectType,
-    PrimitiveType,
-)
+from policyd.cel.types import INT
 from policyd.cel.values import Timestamp
-from policyd.errors import CelEvalError, ClusterDataError
+from policyd.errors import ClusterDataError
 from policyd.policy import k8s_types as kt
-from policyd.quantity import QuantityError, parse_quantity, to_int, to_milli
-
-__all__ = [
-    "API_DEFAULT_SCHEDULER_NAME",
-    "DEFAULT_MEMORY_REQUEST",
-    "DEFAULT_MILLI_CPU_REQUEST",
-    "NodeInfo",
-    "NodeInfo",
-    "PodInfo",
-    "cel_timestamp",
-    "node_info",
-    "normalized_image_name",
-    "parse_time",
-    "pod_info",
-    "resource_value",
-]
+from policyd.scheduler.cluster.projection import NANOS, cel_timestamp, mapping, project
+from policyd.scheduler.cluster.resources import ALWAYS_REQUESTED, pod_resources, quantities, to_ints
 
 # the API server's default spec.schedulerName (kube-scheduler's); policyd's own: framework.DEFAULT_PROFILE
 API_DEFAULT_SCHEDULER_NAME = "default-scheduler"
-# kube-scheduler's scoring defaults for containers without cpu/memory requests (GetNonzeroRequests).
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-_NON_ZERO_DEFAULTS = {"cpu": Fraction(1, 10), "memory": Fraction(DEFAULT_MEMORY_REQUEST)}
-_ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-# ----------------------------------------------------------------------------------------------
-# scalar conversions
-
-
-def resource_value(name: str, q: Fraction) -> int:
-    """The integer policyd uses for a quantity of resource `name` (cpu: millicores, else units)."""
-    return to_milli(q) if name == "cpu" else to_int(q)
-
-
-_TIME_RE = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})"
-)
-_NANOS = 1_000_000_000
-
-
-def parse_time(text: str) -> int:
-    """Parse an RFC 3339 timestamp (as Kubernetes writes them) to nanoseconds since the epoch."""
-    m = _TIME_RE.fullmatch(text.strip())
-    if m is None:
-        raise ValueError(f"invalid RFC 3339 timestamp {text!r}")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    try:
-        dt = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-    except ValueError as e:
-        raise ValueError(f"invalid RFC 3339 timestamp {text!r}: {e}") from None
-    tz = m.group(8)
-    if tz not in ("Z", "z"):
-        sign = 1 if tz[0] == "+" else -1
-        dt -= sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6]))
-    nanos = int((m.group(7) or "").ljust(9, "0"))
-    return (dt - _EPOCH) // timedelta(seconds=1) * _NANOS + nanos
-
-
-def _datetime_ns(dt: datetime) -> int:
-    """Nanoseconds since the epoch of a datetime (naive ones, as YAML loaders produce, are UTC)."""
-    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
-    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
-
-
-def cel_timestamp(ns: int) -> Timestamp:
-    """The CEL runtime value of a timestamp given in nanoseconds since the epoch."""
-    return Timestamp(ns)
 
 
 def normalized_image_name(name: str) -> str:
@@ -102,144 +28,6 @@ def normalized_image_name(name: str) -> str:
     if name.rfind(":") <= name.rfind("/"):
         return name + ":latest"
     return name
-
-
-# ----------------------------------------------------------------------------------------------
-# typed projection of raw objects onto the declared Kubernetes shapes
-
-
-class _Mismatch(Exception):
-    """A value does not fit its declared type; `path` is filled in while unwinding."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path: list[str] = []
-
-
-def _project(value: Any, t: CelType, where: str) -> Any:
-    """Convert a raw JSON value to the runtime representation of declared type `t`."""
-    try:
-        return _convert(value, t)
-    except _Mismatch as e:
-        raise ClusterDataError(f"{where}{''.join(reversed(e.path))}: {e.message}") from None
-
-
-def _convert(value: Any, t: CelType) -> Any:
-    """`_project` without error context (added by the caller while unwinding)."""
-    if isinstance(t, PrimitiveType):
-        name = t.name
-        if name == "string":
-            if isinstance(value, str):
-                return value
-            if isinstance(value, bool):
-                return "true" if value else "false"
-            if isinstance(value, int | float):
-                return str(value)
-            raise _Mismatch(f"expected a string, got {type(value).__name__}")
-        if name == "int":
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise _Mismatch(f"expected an integer, got {value!r}")
-        if name == "bool":
-            if isinstance(value, bool):
-                return value
-            raise _Mismatch(f"expected a boolean, got {value!r}")
-        if t == TIMESTAMP:
-            if isinstance(value, datetime):
-                return cel_timestamp(_datetime_ns(value))
-            if not isinstance(value, str):
-                raise _Mismatch(f"expected an RFC 3339 timestamp, got {value!r}")
-            try:
-                return cel_timestamp(parse_time(value))
-            except (ValueError, CelEvalError) as e:
-                raise _Mismatch(str(e)) from None
-        return value
-    if isinstance(t, ObjectType):
-        if type(value) is not dict and not isinstance(value, Mapping):
-            raise _Mismatch(f"expected an object, got {type(value).__name__}")
-        out: dict[str, Any] = {}
-        for key, v in value.items():
-            if v is None:
-                continue
-            ft = t.fields.get(key)
-            if ft is not None:
-                try:
-                    out[key] = _convert(v, ft)
-                except _Mismatch as e:
-                    e.path.append(f".{key}")
-                    raise
-        return out
-    if isinstance(t, ListType):
-        if type(value) is not list and not isinstance(value, list | tuple):
-            raise _Mismatch(f"expected a list, got {type(value).__name__}")
-        elem = t.elem
-        items: list[Any] = []
-        for i, v in enumerate(value):
-            if v is None:
-                continue
-            try:
-                items.append(_convert(v, elem))
-            except _Mismatch as e:
-                e.path.append(f"[{i}]")
-                raise
-        return items
-    if isinstance(t, MapType):
-        if type(value) is not dict and not isinstance(value, Mapping):
-            raise _Mismatch(f"expected a map, got {type(value).__name__}")
-        entries: dict[Any, Any] = {}
-        for k, v in value.items():
-            if v is None:
-                continue
-            try:
-                entries[_convert(k, t.key)] = _convert(v, t.value)
-            except _Mismatch as e:
-                e.path.append(f".{k}")
-                raise
-        return entries
-    return value  # dyn: as is
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    """`value` as a mapping; None reads as empty."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ClusterDataError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _quantities(raw: Any, where: str) -> dict[str, Fraction]:
-    """A ResourceList (name -> quantity) parsed exactly."""
-    out: dict[str, Fraction] = {}
-    for name, q in _mapping(raw, where).items():
-        if q is None:
-            continue
-        try:
-            out[str(name)] = parse_quantity(q)
-        except QuantityError as e:
-            raise ClusterDataError(f"{where}.{name}: {e}") from None
-    return out
-
-
-def _to_ints(quantities: Mapping[str, Fraction]) -> dict[str, int]:
-    """Scale parsed quantities to policyd's integer units."""
-    return {name: resource_value(name, q) for name, q in quantities.items()}
-
-
-def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
-    """total += more, per resource."""
-    for name, q in more.items():
-        total[name] = total.get(name, Fraction(0)) + q
-
-
-def _max_into(total: dict[str, Fraction], other: Mapping[str, Fraction]) -> None:
-    """total = max(total, other), per resource."""
-    for name, q in other.items():
-        if name not in total or q > total[name]:
-            total[name] = q
 
 
 # ----------------------------------------------------------------------------------------------
@@ -301,48 +89,7 @@ def _containers(spec: Mapping[str, Any], name: str, where: str) -> list[Mapping[
     raw = spec.get(name) or []
     if not isinstance(raw, list):
         raise ClusterDataError(f"{where}.{name}: expected a list")
-    return [_mapping(c, f"{where}.{name}[{i}]") for i, c in enumerate(raw)]
-
-
-def _container_requests(c: Mapping[str, Any], where: str) -> dict[str, Fraction]:
-    """A container's requests; limits stand in for missing requests (API server defaulting)."""
-    resources = _mapping(c.get("resources"), f"{where}.resources")
-    requests = _quantities(resources.get("requests"), f"{where}.resources.requests")
-    limits = _quantities(resources.get("limits"), f"{where}.resources.limits")
-    for name, q in limits.items():
-        requests.setdefault(name, q)
-    return requests
-
-
-def _non_zero(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
-    """cpu and memory of one container, with the scoring defaults when missing."""
-    return {name: requests.get(name, default) for name, default in _NON_ZERO_DEFAULTS.items()}
-
-
-def _effective(
-    containers: list[dict[str, Fraction]],
-    inits: list[tuple[dict[str, Fraction], bool]],
-    overhead: Mapping[str, Fraction],
-) -> dict[str, Fraction]:
-    """max(sum(containers), max(init containers)) + overhead, with KEP-753 sidecars."""
-    total: dict[str, Fraction] = {}
-    for reqs in containers:
-        _add(total, reqs)
-    sidecars: dict[str, Fraction] = {}
-    init_peak: dict[str, Fraction] = {}
-    for reqs, restartable in inits:
-        if restartable:
-            # a sidecar keeps running: it adds to the pod's steady state and to every later init
-            _add(total, reqs)
-            _add(sidecars, reqs)
-            _max_into(init_peak, sidecars)
-        else:
-            during = dict(reqs)
-            _add(during, sidecars)
-            _max_into(init_peak, during)
-    _max_into(total, init_peak)
-    _add(total, overhead)
-    return total
+    return [mapping(c, f"{where}.{name}[{i}]") for i, c in enumerate(raw)]
 
 
 def _host_ports(containers: Iterable[Mapping[str, Any]], where: str) -> list[dict[str, Any]]:
@@ -350,8 +97,8 @@ def _host_ports(containers: Iterable[Mapping[str, Any]], where: str) -> list[dic
     out: list[dict[str, Any]] = []
     for c in containers:
         for i, p in enumerate(c.get("ports") or []):
-            p = _mapping(p, f"{where}.ports[{i}]")
-            port = _project(p.get("hostPort", 0), INT, f"{where}.ports[{i}].hostPort")
+            p = mapping(p, f"{where}.ports[{i}]")
+            port = project(p.get("hostPort", 0), INT, f"{where}.ports[{i}].hostPort")
             if port > 0:
                 out.append(
                     {
@@ -373,86 +120,29 @@ def _owner_key(meta: Mapping[str, Any]) -> str:
 
 def _epoch(ts: Timestamp | None) -> float | None:
     """Seconds since the epoch of a projected timestamp (None when unset)."""
-    return None if ts is None else ts.ns / _NANOS
-
-
-_RESOURCE_MEMO: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
-_RESOURCE_MEMO_SIZE = 4096
-
-
-def _pod_resources(
-    spec: Mapping[str, Any],
-    containers: list[Mapping[str, Any]],
-    inits: list[Mapping[str, Any]],
-    where: str,
-) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    """Effective requests, non-zero requests and limits of a pod (fresh dicts).
-
-    Memoised by the text of the containers' resources: pods of one workload share them, and exact
-    quantity arithmetic is the costly part of converting a pod.
-    """
-    key = repr(
-        (
-            [c.get("resources") for c in containers],
-            [(c.get("resources"), c.get("restartPolicy")) for c in inits],
-            spec.get("overhead"),
-        )
-    )
-    hit = _RESOURCE_MEMO.get(key)
-    if hit is None:
-        hit = _compute_resources(spec, containers, inits, where)
-        if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_SIZE:
-            _RESOURCE_MEMO.clear()
-        _RESOURCE_MEMO[key] = hit
-    return dict(hit[0]), dict(hit[1]), dict(hit[2])
-
-
-def _compute_resources(
-    spec: Mapping[str, Any],
-    containers: list[Mapping[str, Any]],
-    inits: list[Mapping[str, Any]],
-    where: str,
-) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    c_reqs = [_container_requests(c, f"{where}: spec.containers[{i}]") for i, c in enumerate(containers)]
-    i_reqs = [_container_requests(c, f"{where}: spec.initContainers[{i}]") for i, c in enumerate(inits)]
-    restartable = [c.get("restartPolicy") == "Always" for c in inits]
-    overhead = _quantities(spec.get("overhead"), f"{where}: spec.overhead")
-
-    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), overhead)
-    for res in _ALWAYS_REQUESTED:
-        effective.setdefault(res, Fraction(0))
-    non_zero = _effective(
-        [_non_zero(r) for r in c_reqs],
-        [(_non_zero(r), rs) for r, rs in zip(i_reqs, restartable, strict=True)],
-        {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS},
-    )
-    limits: dict[str, Fraction] = {}
-    for i, c in enumerate(containers):
-        resources = _mapping(c.get("resources"), f"{where}: spec.containers[{i}].resources")
-        _add(limits, _quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
-    return _to_ints(effective), _to_ints(non_zero), _to_ints(limits)
+    return None if ts is None else ts.ns / NANOS
 
 
 def pod_info(obj: Mapping[str, Any]) -> PodInfo:
     """Convert a Kubernetes pod dict (API JSON shape) into a `PodInfo`; raises ClusterDataError."""
-    meta = _mapping(obj.get("metadata"), "pod: metadata")
+    meta = mapping(obj.get("metadata"), "pod: metadata")
     name = meta.get("name")
     namespace = meta.get("namespace") or "default"
     if not name or not isinstance(name, str):
         raise ClusterDataError(f"pod in namespace {namespace!r}: metadata.name is missing")
     key = f"{namespace}/{name}"
     where = f"pod {key}"
-    spec = _mapping(obj.get("spec"), f"{where}: spec")
-    status = _mapping(obj.get("status"), f"{where}: status")
+    spec = mapping(obj.get("spec"), f"{where}: spec")
+    status = mapping(obj.get("status"), f"{where}: status")
 
-    metadata = _project(meta, kt.OBJECT_META, f"{where}: metadata")
+    metadata = project(meta, kt.OBJECT_META, f"{where}: metadata")
     metadata["namespace"] = namespace
-    cel_spec = _project(spec, kt.POD_SPEC, f"{where}: spec")
-    cel_status = _project(status, kt.POD_STATUS, f"{where}: status")
+    cel_spec = project(spec, kt.POD_SPEC, f"{where}: spec")
+    cel_status = project(status, kt.POD_STATUS, f"{where}: status")
 
     containers = _containers(spec, "containers", f"{where}: spec")
     inits = _containers(spec, "initContainers", f"{where}: spec")
-    requests, non_zero, limits = _pod_resources(spec, containers, inits, where)
+    requests, non_zero, limits = pod_resources(spec, containers, inits, where)
 
     sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
     host_ports = _host_ports([*containers, *sidecars], f"{where}: spec.containers")
@@ -557,8 +247,8 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
     ):
         return pod_info(obj)
     where = f"pod {prev.key}"
-    status = _mapping(obj.get("status"), f"{where}: status")
-    cel_status = _project(status, kt.POD_STATUS, f"{where}: status")
+    status = mapping(obj.get("status"), f"{where}: status")
+    cel_status = project(status, kt.POD_STATUS, f"{where}: status")
     node_name = spec.get("nodeName") or ""
     metadata = dict(prev.cel["metadata"])
     if meta.get("resourceVersion") is None:
@@ -727,22 +417,22 @@ def _node_ready(conditions: list[dict[str, Any]]) -> bool:
 
 def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     """Convert a Kubernetes node dict into a `NodeInfo` with no pods; raises ClusterDataError."""
-    meta = _mapping(obj.get("metadata"), "node: metadata")
+    meta = mapping(obj.get("metadata"), "node: metadata")
     name = meta.get("name")
     if not name or not isinstance(name, str):
         raise ClusterDataError("node: metadata.name is missing")
     where = f"node {name}"
-    spec = _mapping(obj.get("spec"), f"{where}: spec")
-    status = _mapping(obj.get("status"), f"{where}: status")
-    metadata = _project(meta, kt.OBJECT_META, f"{where}: metadata")
-    cel_spec = _project(spec, kt.NODE_SPEC, f"{where}: spec")
-    cel_status = _project(status, kt.NODE_STATUS, f"{where}: status")
+    spec = mapping(obj.get("spec"), f"{where}: spec")
+    status = mapping(obj.get("status"), f"{where}: status")
+    metadata = project(meta, kt.OBJECT_META, f"{where}: metadata")
+    cel_spec = project(spec, kt.NODE_SPEC, f"{where}: spec")
+    cel_status = project(status, kt.NODE_STATUS, f"{where}: status")
 
-    capacity = _to_ints(_quantities(status.get("capacity"), f"{where}: status.capacity"))
+    capacity = to_ints(quantities(status.get("capacity"), f"{where}: status.capacity"))
     if status.get("allocatable") is None:
         allocatable = dict(capacity)  # hand-written objects often give only one of the two
     else:
-        allocatable = _to_ints(_quantities(status.get("allocatable"), f"{where}: status.allocatable"))
+        allocatable = to_ints(quantities(status.get("allocatable"), f"{where}: status.allocatable"))
     images: dict[str, int] = {}
     for image in cel_status.get("images", []):
         for image_name in image.get("names", []):
@@ -754,7 +444,7 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
 
     requested = dict.fromkeys(allocatable, 0)
     requested["pods"] = 0
-    for res in _ALWAYS_REQUESTED:
+    for res in ALWAYS_REQUESTED:
         requested.setdefault(res, 0)
     cel: dict[str, Any] = {
         "name": name,

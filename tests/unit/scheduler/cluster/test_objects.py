@@ -16,9 +16,9 @@ from policyd.scheduler.cluster.objects import (
     PodInfo,
     node_info,
     normalized_image_name,
-    parse_time,
     pod_info,
 )
+from policyd.scheduler.cluster.projection import parse_time
 from tests.builders import (
     make_container,
     make_node,
