@@ -195,7 +195,9 @@ class ClusterFunctions:
         return affinity.score_state(self._bound(), pod, self._feasible_rows(pod))
 
 
-def cluster_functions_factory(max_tables: int = DEFAULT_MAX_TABLES) -> Callable[[Any], ClusterFunctions]:
+def cluster_functions_factory(
+    max_tables: int = DEFAULT_MAX_TABLES,
+) -> Callable[[ClusterSnapshot], ClusterFunctions]:
     """A `ClusterFunctions` factory for one scheduler: all share one long-lived `ClusterIndex`."""
     index = ClusterIndex(max_tables)
 
