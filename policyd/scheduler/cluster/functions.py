@@ -11,7 +11,7 @@ functions") lists the approximations.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from policyd.scheduler.cluster.tables import (
 )
 
 PodKey = tuple[str, str, str]
+T = TypeVar("T")
 # memo entries that depend on the feasible nodes (dropped by `prescore`)
 _PRESCORE_DEPENDENT = ("spread-score", "affinity-score")
 
@@ -69,11 +70,11 @@ class ClusterFunctions:
             self._tables = self._index.bind(self._snapshot, self._namespace_labels)
         return self._tables
 
-    def _memo(self, pod: CelObject, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+    def _memo(self, pod: CelObject, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
         memo = self._memo_by_pod.setdefault(_pod_key(pod), {})
         if key not in memo:
             memo[key] = compute()
-        return memo[key]
+        return memo[key]  # type: ignore[no-any-return]
 
     def _prescored(self, pod: CelObject) -> Sequence[CelObject] | None:
         """The feasible nodes `prescore` gave for `pod` (None: every node)."""
@@ -129,7 +130,7 @@ class ClusterFunctions:
             sums.add(domains, rows, counts[rows])
             return sums.counts(topology_key)
 
-        return self._memo(pod, ("domain-counts", topology_key, sel), compute)  # type: ignore[no-any-return]
+        return self._memo(pod, ("domain-counts", topology_key, sel), compute)
 
     # -- ImageLocality ------------------------------------------------------------------------
 
@@ -145,7 +146,7 @@ class ClusterFunctions:
 
     def topology_spread(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
         """The pod's constraints of one kind with their domain counts (PreFilter state)."""
-        return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))  # type: ignore[no-any-return]
+        return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))
 
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
         if not spread_constraints(pod, when)[0]:
@@ -171,7 +172,7 @@ class ClusterFunctions:
 
     def inter_pod_affinity(self, pod: CelObject) -> dict[str, Any]:
         """Required (anti-)affinity state of the pod (kube-scheduler InterPodAffinity PreFilter)."""
-        return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))  # type: ignore[no-any-return]
+        return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))
 
     def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:
         if self._no_affinity_anywhere(pod):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,9 @@ class _Table:
     def remap(self, perm: IntpArray) -> None:
         """Carry rows over to a new layout (perm[i]: old row of new row i, -1 for new rows)."""
         self.versions = _take(self.versions, perm, _NEVER)
+
+
+TableT = TypeVar("TableT", bound=_Table)
 
 
 class _PodCounts(_Table):
@@ -295,16 +298,16 @@ class ClusterIndex:
         out += [t for t in (self._terms, self._images) if t is not None]
         return out
 
-    def table(self, key: Hashable, make: Callable[[int], _Table]) -> _Table:
-        """The keyed table `key` (created by `make(rows)`), most recently used."""
+    def table(self, key: Hashable, make: Callable[[int], TableT]) -> TableT:
+        """The keyed table `key` (created by `make(rows)`; one kind of table per key), most recently used."""
         table = self._tables.get(key)
         if table is None:
-            table = self._tables[key] = make(len(self._names))
+            made = self._tables[key] = make(len(self._names))
             while len(self._tables) > self.max_tables:
                 self._tables.popitem(last=False)
-        else:
-            self._tables.move_to_end(key)
-        return table
+            return made
+        self._tables.move_to_end(key)
+        return cast(TableT, table)
 
     def existing_terms(self) -> _ExistingTerms:
         """The table of existing pods' inter-pod affinity terms."""
@@ -407,7 +410,6 @@ class SnapshotTables:
     ) -> None:
         self.index = index
         self._namespace_map = namespace_map
-        self.snapshot = snapshot
         self.cels: Sequence[CelObject] = snapshot.cels()
         self.names = snapshot.names()
         # what-if rows (-1) carry this binding's own version: computed once here, again elsewhere
@@ -419,7 +421,7 @@ class SnapshotTables:
         """Labels of a namespace (known Namespace objects, else the automatic name label)."""
         return namespace_labels(self._namespace_map, namespace)
 
-    def _sync(self, table: _Table) -> _Table:
+    def _sync(self, table: TableT) -> TableT:
         self.index.use_layout(self.names)  # another binding may have laid the tables out otherwise
         rows = np.flatnonzero(table.versions != self._versions)
         if rows.size:
@@ -431,21 +433,21 @@ class SnapshotTables:
     def pod_counts(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> Int64Array:
         """Per row: pods satisfying `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _PodCounts(n, predicate))
-        return self._sync(table).values  # type: ignore[attr-defined, no-any-return]
+        return self._sync(table).values
 
     def node_mask(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> BoolArray:
         """Per row: whether the node satisfies `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _NodeMask(n, predicate))
-        return self._sync(table).values  # type: ignore[attr-defined, no-any-return]
+        return self._sync(table).values
 
     def domains(self, key: str) -> Domains:
         """The domain codes of topology key `key`."""
         table = self.index.table(("domains", key), lambda n: Domains(n, key))
-        return self._sync(table)  # type: ignore[return-value]
+        return self._sync(table)
 
     def existing_terms(self) -> list[tuple[TermKey, IntpArray, Int64Array]]:
         """Every existing pod's (kind, term) with the rows carrying it and how many pods there do."""
-        return self._sync(self.index.existing_terms()).terms()  # type: ignore[attr-defined, no-any-return]
+        return self._sync(self.index.existing_terms()).terms()
 
     def rows_of(self, nodes: Sequence[CelObject] | None) -> IntpArray:
         """Rows of the snapshot's nodes named like `nodes` (None: every row; unknown names: skipped)."""
@@ -461,5 +463,5 @@ class SnapshotTables:
         hit = self._image_memo.get(image)
         if hit is None:
             table = self._sync(self.index.images())
-            hit = self._image_memo[image] = table.lookup(image)  # type: ignore[attr-defined]
+            hit = self._image_memo[image] = table.lookup(image)
         return hit
