@@ -1,4 +1,4 @@
-"""The declared CEL types of pod/node match the runtime dicts built by views.py (the contract guard)."""
+"""The declared CEL types of pod/node match the runtime dicts built by cluster/objects.py (the contract guard)."""
 
 from __future__ import annotations
 
