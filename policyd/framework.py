@@ -4,9 +4,10 @@ The compiler (policyd.compiler.codegen) turns a set of policy IRs into one `Comp
 per generation. The runtime calls these objects; it never sees policy text or syntax trees.
 
 Values passed in are the CEL-visible object dicts built once at the cache boundary by
-`policyd.scheduler.cluster.views` (see docs/DESIGN.md, "CEL-visible objects"): `pod` and `node` are plain dicts
-(`PodView.cel`, `NodeView.cel`); `cluster` is the runtime's cluster view object, implementing the
-functions declared in `policyd.policy.cluster_decls`.
+`policyd.scheduler.cluster.objects` (see docs/DESIGN.md, "CEL-visible objects"): `pod` and `node` are
+plain dicts (`PodInfo.cel`, `NodeInfo.cel`); `cluster` is the runtime's `ClusterFunctions` object
+(policyd.scheduler.cluster.functions), implementing the functions declared in
+`policyd.policy.cluster_decls`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ CelObject = Mapping[str, Any]
 Normalize = Literal["none", "max", "reverse", "minmax", "reverse-minmax"]
 
 MAX_NODE_SCORE = 100
+# the profile (schedulerName) of policies that name none, and of pods whose schedulerName no profile has
+DEFAULT_PROFILE = "policyd"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
     make_node("n1", cpu="4", memory="8Gi", labels={"zone": "a"}, taints=[taint("gpu", "true")])
     make_pod("p", cpu="500m", memory="1Gi", tolerations=[toleration("gpu")], node_name="n1")
 
-Everything returned is a fresh plain dict that can be fed to `policyd.scheduler.cluster.views`, written to a
+Everything returned is a fresh plain dict that can be fed to `policyd.scheduler.cluster.objects`, written to a
 cluster file with `yaml.safe_dump`, or tweaked by hand.
 """
 

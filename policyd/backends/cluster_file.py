@@ -1,7 +1,7 @@
 """Load cluster objects from a file: `kubectl get nodes,pods,pdb,priorityclasses -A -o yaml` output,
 a `kind: List` (or `PodList`, `NodeList`, ... as the API returns), multi-document YAML, or JSON.
 
-Objects stay raw API dicts (views are built by the cache); the loader only applies what the API server
+Objects stay raw API dicts (PodInfo/NodeInfo are built by the cache); the loader only applies what the API server
 would have done on admission: the default namespace, and the Priority admission plugin (spec.priority
 and spec.preemptionPolicy from the pod's PriorityClass, or the globalDefault class).
 """

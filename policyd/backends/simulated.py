@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.scheduler.backend import BindError, EventHandler, KubeObject
-from policyd.scheduler.snapshot import PodViewLike
+from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class SimulatedCluster:
         with self._lock:
             self._handler = None
 
-    def bind(self, pod: PodViewLike, node: str) -> None:
+    def bind(self, pod: PodInfoLike, node: str) -> None:
         """Set spec.nodeName (refused for a vanished, replaced or already bound pod, or unknown node)."""
         with self._lock:
             old = self._pods.get(pod.key)
@@ -137,7 +137,7 @@ class SimulatedCluster:
             self.bind_count += 1
         self._emit_update(old, new)
 
-    def delete_pod(self, pod: PodViewLike, grace_seconds: int | None) -> None:
+    def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
         """Delete a pod at once (the simulation has no kubelet to honour the grace period)."""
         with self._lock:
             old = self._pods.pop(pod.key, None)
@@ -148,7 +148,7 @@ class SimulatedCluster:
         if handler is not None:
             handler.on_pod_delete(old)
 
-    def set_nominated_node(self, pod: PodViewLike, node: str | None) -> None:
+    def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
         """Set or clear status.nominatedNodeName."""
         with self._lock:
             old = self._pods.get(pod.key)
@@ -162,12 +162,12 @@ class SimulatedCluster:
             self._pods[pod.key] = new
         self._emit_update(old, new)
 
-    def record_event(self, pod: PodViewLike, event_type: str, reason: str, message: str) -> None:
+    def record_event(self, pod: PodInfoLike, event_type: str, reason: str, message: str) -> None:
         """Keep the event in memory."""
         with self._lock:
             self.events.append(RecordedEvent(pod.key, event_type, reason, message))
 
-    def patch_pod_scheduled(self, pod: PodViewLike, condition: Mapping[str, str]) -> None:
+    def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
         """Set the PodScheduled condition."""
         with self._lock:
             old = self._pods.get(pod.key)

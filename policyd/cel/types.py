@@ -1,6 +1,6 @@
 """CEL static types: primitives, lists, maps, declared object types, opaque types, type parameters.
 
-Runtime representation of values (the contract between generated code, the cluster views and the
+Runtime representation of values (the contract between generated code, the cluster functions and the
 conformance harness):
 
 | CEL type      | Python value                                         |
@@ -140,7 +140,7 @@ class OpaqueType(CelType):
 
 @dataclass(frozen=True, eq=False)
 class ObjectType(CelType):
-    """A declared record type (Kubernetes object shapes, policyd views); runtime value is a dict.
+    """A declared record type (Kubernetes object shapes, policyd objects); runtime value is a dict.
 
     `fields` maps each field name to its type. Fields are resolved lazily through `field_types()` so
     types can be recursive (set `fields_factory` instead of `fields`).

@@ -4,7 +4,7 @@ A suite (schema: policyd/schemas/policytest.schema.json) names policy files (rel
 existing pods and PodDisruptionBudgets (full Kubernetes objects), and cases. A case gives the pod
 under test (or several pods for a queue-order case) and what to expect: per-node filter results,
 score order, chosen node, preemption victims, queue order. Evaluation uses the runtime's own pieces:
-views, cache snapshot, cluster view, `framework.score_nodes`, `preemption.find_preemption`.
+PodInfo/NodeInfo, cache snapshot, cluster functions, `framework.score_nodes`, `preemption.find_preemption`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
 from policyd.scheduler.algorithm import NodeScore, score_nodes
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
-from policyd.scheduler.cluster.cluster_view import ClusterView
-from policyd.scheduler.cluster.views import PodView, node_state, pod_view
+from policyd.scheduler.cluster.functions import cluster_functions_factory
+from policyd.scheduler.cluster.objects import PodInfo, node_info, pod_info
 from policyd.scheduler.pdb import budget_from_object
 from policyd.scheduler.preemption import find_preemption
 from policyd.scheduler.snapshot import Snapshot
@@ -98,24 +98,25 @@ def _profile(
 
 def _snapshot(
     nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
-) -> tuple[Snapshot, list[PodView]]:
-    cache = Cache(node_state, FakeClock())
+) -> tuple[Snapshot, list[PodInfo]]:
+    cache = Cache(node_info, FakeClock())
     for obj in nodes:
         cache.add_node(obj)
-    views = [pod_view(obj) for obj in pods]
-    for view in views:
-        cache.add_pod(view)
+    infos = [pod_info(obj) for obj in pods]
+    for info in infos:
+        cache.add_pod(info)
     snapshot = Snapshot()
     cache.update_snapshot(snapshot)
-    return snapshot, views
+    return snapshot, infos
 
 
 def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[str, Any]) -> _Outcome:
     nodes = [*suite.get("nodes", ()), *case.get("nodes", ())]
     pods = [*suite.get("pods", ()), *case.get("pods", ())]
     snapshot, existing = _snapshot(nodes, pods)
-    pod = pod_view(case["pod"])
-    cluster = ClusterView(snapshot)
+    pod = pod_info(case["pod"])
+    cluster_functions = cluster_functions_factory()  # one index for the snapshot and its what-ifs
+    cluster = cluster_functions(snapshot)
     evaluator = profile.evaluator(pod.cel, cluster)
     failures: dict[str, FilterFailure] = {}
     feasible = []
@@ -137,7 +138,7 @@ def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[
             pod,
             snapshot,
             failures,
-            lambda snap: profile.evaluator(pod.cel, ClusterView(snap)),
+            lambda snap: profile.evaluator(pod.cel, cluster_functions(snap)),
             lambda _name: [],
             budgets,
             existing,
@@ -236,12 +237,12 @@ def _check_queue(
     expect: Mapping[str, Any],
     problems: list[str],
 ) -> None:
-    views = [pod_view(obj) for obj in case["queue"]]
-    if not views:
+    infos = [pod_info(obj) for obj in case["queue"]]
+    if not infos:
         return
     profile = _profile(policies, suite, case["queue"][0])
-    order = sorted(range(len(views)), key=lambda i: (profile.queue_key(views[i].cel), i, views[i].key))
-    got = [views[i].key for i in order]
+    order = sorted(range(len(infos)), key=lambda i: (profile.queue_key(infos[i].cel), i, infos[i].key))
+    got = [infos[i].key for i in order]
     want = list(expect.get("queueOrder", []))
     if want and got != want:
         problems.append(f"queueOrder: expected {want}, got {got}")

@@ -145,7 +145,7 @@ class PolicyCode:
     reads: dict[str, frozenset[str]] = field(default_factory=dict)
     source: str = ""
     # compute the pod-only lets the filters / the scores need into the pod slots (`P`), so that
-    # node evaluations after it call the cluster view only from node-dependent code
+    # node evaluations after it call the cluster functions only from node-dependent code
     prepare_filter: Callable[..., Any] | None = None
     prepare_score: Callable[..., Any] | None = None
     filter_pod_slots: tuple[int, ...] = ()
@@ -498,7 +498,7 @@ def pod_fields(e: cel_ast.Expr) -> frozenset[str] | None:
     """The top-level `pod.<field>` names `e` reads; None when `pod` is used whole.
 
     `pod` as an argument of a `cluster.<function>(...)` call is not a whole use: the runtime notices
-    calls into the cluster view while it evaluates a node and does not reuse such results.
+    calls into the cluster functions while it evaluates a node and does not reuse such results.
     """
     fields: set[str] = set()
     for node, bound in walk(e, into=_pod_children):

@@ -4,7 +4,7 @@
 `lower(expr, lets, closure)` takes a checked CEL AST (and the ASTs of the lets it needs) and returns an
 `ExprPlan` when the expression reads nothing of the node but the columns of
 `policyd.evaluation.columns.NodeColumns` (resource maps with constant keys, labels, taints, name,
-podCount, unschedulable, ready) and does not call the `cluster` view with the node; otherwise None,
+podCount, unschedulable, ready) and does not pass the node to a `cluster` function; otherwise None,
 and the runtime keeps the per-node generated function.
 
 A plan is evaluated once per pod over every node at once. Values during evaluation are
@@ -164,7 +164,7 @@ def _supported_statically(exprs: Sequence[ast.Expr], per_row: bool = False) -> b
     """True when every node read of `exprs` (a rule and its let closure) outside pod-guarded
     comprehension bodies is a column.
 
-    With `per_row`, the node may also be passed whole to the cluster view (evaluated once per row:
+    With `per_row`, the node may also be passed whole to a cluster function (evaluated once per row:
     worth it for scores over the feasible rows only).
     """
     for e in exprs:
@@ -598,7 +598,7 @@ class _Evaluation:
             return NODE
         if name == "cluster":
             if self.cluster is None:
-                raise Unsupported("no cluster view")
+                raise Unsupported("no cluster functions")
             return self.cluster
         if name in self.lets:
             return self.let(name)
@@ -631,7 +631,7 @@ class _Evaluation:
             cat = self.columns.whole["labels"]
             return Cat(self.take(cat.codes).astype(np.intp), cat.values)
         if isinstance(v, _NodeRef):
-            # the whole node (e.g. passed to the cluster view): one category per evaluated row
+            # the whole node (e.g. passed to a cluster function): one category per evaluated row
             cels = self.columns.cels
             rows = range(self.n) if self.rows is None else self.rows.tolist()
             return Cat(np.arange(self.n, dtype=np.intp), [cels[r] for r in rows])

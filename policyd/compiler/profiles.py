@@ -73,17 +73,17 @@ def _function(checked: CheckedExpression, params: tuple[str, ...]) -> Callable[.
 
 
 class _ClusterCalls:
-    """Stands in for the cluster view during node evaluations and notes whether it was called."""
+    """Stands in for the cluster functions during node evaluations and notes whether it was called."""
 
-    __slots__ = ("called", "view")
+    __slots__ = ("called", "cluster")
 
-    def __init__(self, view: Any) -> None:
-        self.view = view
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
         self.called = False
 
     def __getattr__(self, name: str) -> Any:
         self.called = True
-        return getattr(self.view, name)
+        return getattr(self.cluster, name)
 
 
 class _Evaluator:
@@ -93,7 +93,7 @@ class _Evaluator:
     pods of one group (docs/DESIGN.md, "Equivalent pods"): `signature()` (the pod fields node
     evaluations read), `prepare(phase)` (the pod-only lets of the filters or scores, computed before
     any node so they can be compared between pods) and `cluster_called` (whether the last node
-    evaluation called the cluster view, whose answers depend on more than the pod and the node).
+    evaluation called a cluster function, whose answers depend on more than the pod and the node).
     """
 
     def __init__(self, profile: _Profile, pod: pl.CelObject, cluster: Any) -> None:
@@ -129,29 +129,29 @@ class _Evaluator:
     def prepare(self, phase: str) -> tuple[Any, ...]:
         """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values."""
         values: list[Any] = []
-        view = self.calls.view
+        cluster = self.calls.cluster
         for _, code, pod_slots in self.parts:
             if phase == "filter":
                 assert code.prepare_filter is not None
-                code.prepare_filter(self.pod, view, pod_slots)
+                code.prepare_filter(self.pod, cluster, pod_slots)
                 values.extend(pod_slots[i] for i in code.filter_pod_slots)
             else:
                 assert code.prepare_score is not None
-                code.prepare_score(self.pod, view, pod_slots)
+                code.prepare_score(self.pod, cluster, pod_slots)
                 values.extend(pod_slots[i] for i in code.score_pod_slots)
         return tuple(values)
 
     def track_cluster(self) -> None:
-        """From now on node evaluations see the cluster view through `_ClusterCalls`."""
+        """From now on node evaluations see the cluster functions through `_ClusterCalls`."""
         self.cluster = self.calls
 
     @property
     def cluster_called(self) -> bool:
-        """True when a node evaluation called the cluster view since the last `reset_cluster_called`."""
+        """True when a node evaluation called a cluster function since the last `reset_cluster_called`."""
         return self.calls.called
 
     def reset_cluster_called(self) -> None:
-        """Start noting cluster view calls afresh."""
+        """Start noting cluster function calls afresh."""
         self.calls.called = False
 
     # -- many nodes at once (vectorised plans over node columns)
@@ -179,7 +179,7 @@ class _Evaluator:
 
     def bulk_filter(self, columns: Any, rows: Any) -> tuple[Any, bool] | None:
         """Which of `rows` pass every filter, by the vectorised plans, and whether that verdict may be
-        reused for equivalent pods (no cluster view call depended on the node); None: some rule has no
+        reused for equivalent pods (no cluster function call depended on the node); None: some rule has no
         plan or a plan cannot evaluate this pod exactly. Rows not passed may fail or be unsure."""
         plans = self._plans("filter")
         if plans is None:

@@ -195,7 +195,7 @@ class NodeColumns:
     def add_pod(
         self, row: int, requests: Mapping[str, int], non_zero: Mapping[str, int], sign: int = 1
     ) -> None:
-        """Count a pod's requests against row `row` (sign -1: remove it), as `NodeState.add_pod`."""
+        """Count a pod's requests against row `row` (sign -1: remove it), as `NodeInfo.add_pod`."""
         self.version += 1
         for res, amount in requests.items():
             col = self.resource("requested", res)

@@ -1,8 +1,8 @@
 """Declarations of the `cluster` CEL variable: its type and member functions.
 
 Each function is a member overload whose receiver is `CLUSTER_TYPE`; its `impl` calls the method of
-the runtime object (`policyd.scheduler.cluster.cluster_view.ClusterView`) that implements it. The result object
-types below are plain dicts at run time. Semantics: docs/DESIGN.md, "Cluster views".
+the runtime object (`policyd.scheduler.cluster.functions.ClusterFunctions`) that implements it. The result object
+types below are plain dicts at run time. Semantics: docs/DESIGN.md, "The cluster functions".
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _call(method: str) -> Callable[..., Any]:
     def impl(cluster: Any, *args: Any) -> Any:
         fn = getattr(cluster, method, None)
         if fn is None:
-            raise CelEvalError(f"cluster view does not provide {method}")
+            raise CelEvalError(f"the cluster object does not provide {method}")
         return fn(*args)
 
     impl.__name__ = f"cluster_{method}"
@@ -108,7 +108,7 @@ def _member(name: str, method: str, params: tuple[CelType, ...], result: CelType
 
 
 def cluster_functions() -> dict[str, FunctionDecl]:
-    """Function declarations of the cluster view for the policy environment."""
+    """Function declarations of the `cluster` variable for the policy environment."""
     decls = [
         _member("nodeCount", "node_count", (), INT),
         _member("imageNodeCount", "image_node_count", (STRING,), INT),

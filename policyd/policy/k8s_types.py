@@ -1,6 +1,6 @@
-"""Declared CEL types of the `pod`, `node` and `victim` variables (Kubernetes JSON shapes + views).
+"""Declared CEL types of the `pod`, `node` and `victim` variables (Kubernetes JSON shapes + derived fields).
 
-The runtime values are built by `policyd.scheduler.cluster.views` (see docs/DESIGN.md, "CEL-visible objects").
+The runtime values are built by `policyd.scheduler.cluster.objects` (see docs/DESIGN.md, "CEL-visible objects").
 Field names are exactly Kubernetes JSON names; quantities in `spec`/`status` stay raw strings
 (`map(string, string)`), while the convenience fields (`requests`, `allocatable`, ...) are integers.
 """
@@ -288,7 +288,7 @@ POD_STATUS = _obj(
 
 POD = ObjectType(
     name="policyd.Pod",
-    doc="a pod: Kubernetes shape plus policyd's integer views",
+    doc="a pod: Kubernetes shape plus policyd's integer fields (requests, ...)",
     fields={
         "name": STRING,
         "namespace": STRING,
@@ -387,7 +387,7 @@ NODE_STATUS = _obj(
 
 NODE = ObjectType(
     name="policyd.Node",
-    doc="a node: Kubernetes shape plus policyd's integer views of allocation",
+    doc="a node: Kubernetes shape plus policyd's integer allocation fields",
     fields={
         "name": STRING,
         "uid": STRING,

@@ -12,13 +12,13 @@ from typing import Literal
 
 from policyd.cel import syntax as cel_ast
 from policyd.errors import Diagnostic, Severity, SourceSpan
-from policyd.framework import Normalize
+from policyd.framework import DEFAULT_PROFILE, Normalize
 from policyd.policy.source import SourceMap
 
 NORMALIZE_VALUES: tuple[Normalize, ...] = ("none", "max", "reverse", "minmax", "reverse-minmax")
 PDB_VALUES = ("honor", "ignore")
 DIRECTIONS = ("asc", "desc")
-DEFAULT_PROFILES = ("policyd",)
+DEFAULT_PROFILES = (DEFAULT_PROFILE,)
 
 Direction = Literal["asc", "desc"]
 

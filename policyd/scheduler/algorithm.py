@@ -31,12 +31,12 @@ from policyd.framework import (
     PodEvaluator,
     RuleRef,
 )
-from policyd.scheduler.snapshot import NodeStateLike, PodViewLike, Snapshot
+from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
-NominatedLookup = Callable[[str], Sequence[PodViewLike]]
+NominatedLookup = Callable[[str], Sequence[PodInfoLike]]
 NominatedNodes = Callable[[], Iterable[str]]
 
 # node verdict codes of the group cache (>= 0: index of a cached FilterFailure; <= -3: this pod only)
@@ -83,7 +83,7 @@ def normalize(raw: Sequence[int], mode: Normalize) -> list[int]:
 
 
 def filter_with_nominated(
-    evaluator: PodEvaluator, pod: PodViewLike, node: NodeStateLike, nominated: NominatedLookup
+    evaluator: PodEvaluator, pod: PodInfoLike, node: NodeInfoLike, nominated: NominatedLookup
 ) -> FilterFailure | None:
     """Filter `node`, first with the pods of >= priority nominated to it, then as it is."""
     others = [p for p in nominated(node.name) if p.priority >= pod.priority and p.key != pod.key]
@@ -98,7 +98,7 @@ def filter_with_nominated(
 class FilterOutcome:
     """Result of filtering: feasible nodes in search order, failures by node name."""
 
-    feasible: list[NodeStateLike] = field(default_factory=list)
+    feasible: list[NodeInfoLike] = field(default_factory=list)
     failures: dict[str, FilterFailure] = field(default_factory=dict)
     evaluated: int = 0
     all_results: dict[str, list[FilterResult]] = field(default_factory=dict)
@@ -106,8 +106,8 @@ class FilterOutcome:
 
 def find_feasible_nodes(
     evaluator: PodEvaluator,
-    pod: PodViewLike,
-    nodes: Sequence[NodeStateLike],
+    pod: PodInfoLike,
+    nodes: Sequence[NodeInfoLike],
     start: int,
     limit: int,
     nominated: NominatedLookup,
@@ -151,7 +151,7 @@ class NodeScore:
 
 
 def score_nodes(
-    profile: CompiledProfile, evaluator: PodEvaluator, nodes: Sequence[NodeStateLike]
+    profile: CompiledProfile, evaluator: PodEvaluator, nodes: Sequence[NodeInfoLike]
 ) -> list[NodeScore]:
     """Score feasible nodes: raw per rule, normalised across nodes, weighted, summed."""
     rules = profile.scores
@@ -262,7 +262,7 @@ class GroupCache:
     """Node verdicts and raw scores per group of equivalent pods (docs/DESIGN.md, "Equivalent pods").
 
     Pods with the same `signature()` whose pod-only lets have the same values get the same verdict
-    and raw scores on an unchanged node unless the evaluation called the cluster view. A group keeps
+    and raw scores on an unchanged node unless the evaluation called a cluster function. A group keeps
     them per snapshot row with the row's cache generation; rows whose generation moved are evaluated
     again, others are reused. The least recently used groups beyond `capacity` are dropped.
     """
@@ -364,10 +364,10 @@ class ProfileRunner:
         self,
         profile: CompiledProfile,
         evaluator: PodEvaluator,
-        pod: PodViewLike,
-        nodes: Sequence[NodeStateLike],
+        pod: PodInfoLike,
+        nodes: Sequence[NodeInfoLike],
         nominated: NominatedLookup,
-        nominated_node: NodeStateLike | None = None,
+        nominated_node: NodeInfoLike | None = None,
         explain: bool = False,
         cluster: Any = None,
         snapshot: Snapshot | None = None,
@@ -449,7 +449,7 @@ class ProfileRunner:
         self,
         profile: CompiledProfile,
         evaluator: Any,
-        pod: PodViewLike,
+        pod: PodInfoLike,
         snapshot: Snapshot,
         signature: Any,
         nominated: NominatedLookup,
@@ -469,7 +469,7 @@ class ProfileRunner:
             g.filter_values, g.filter_text = values, _text(values)
         evaluator.track_cluster()
         # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod
-        special: dict[int, list[PodViewLike]] = {}
+        special: dict[int, list[PodInfoLike]] = {}
         for name in nominated_nodes() if nominated_nodes is not None else ():
             others = [p for p in nominated(name) if p.priority >= pod.priority and p.key != pod.key]
             row = snapshot.row(name)
@@ -566,7 +566,7 @@ class ProfileRunner:
 
     @staticmethod
     def _filter_nominated(
-        evaluator: Any, g: _Group, snapshot: Snapshot, row: int, others: list[PodViewLike]
+        evaluator: Any, g: _Group, snapshot: Snapshot, row: int, others: list[PodInfoLike]
     ) -> FilterFailure | None:
         """The verdict on a node with the nominated pods `others` counted (filter_with_nominated),
         reused while the node and the nominated pods are the same ones."""

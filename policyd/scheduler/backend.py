@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from policyd.errors import PolicydError
-from policyd.scheduler.snapshot import PodViewLike
+from policyd.scheduler.snapshot import PodInfoLike
 
 KubeObject = Mapping[str, Any]
 
@@ -81,22 +81,22 @@ class ClusterBackend(Protocol):
         """Stop delivering events and release resources."""
         ...
 
-    def bind(self, pod: PodViewLike, node: str) -> None:
+    def bind(self, pod: PodInfoLike, node: str) -> None:
         """Bind `pod` to `node` (blocking; raises BindError). Called from binder workers only."""
         ...
 
-    def delete_pod(self, pod: PodViewLike, grace_seconds: int | None) -> None:
+    def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
         """Delete a preemption victim with its grace period (None: the pod's own)."""
         ...
 
-    def set_nominated_node(self, pod: PodViewLike, node: str | None) -> None:
+    def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
         """Set (or clear, with None) status.nominatedNodeName."""
         ...
 
-    def record_event(self, pod: PodViewLike, event_type: str, reason: str, message: str) -> None:
+    def record_event(self, pod: PodInfoLike, event_type: str, reason: str, message: str) -> None:
         """Record an Event about `pod` (Normal/Warning; Scheduled, FailedScheduling, Preempted)."""
         ...
 
-    def patch_pod_scheduled(self, pod: PodViewLike, condition: Mapping[str, str]) -> None:
+    def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
         """Set the PodScheduled condition of `pod` (status, reason, message)."""
         ...

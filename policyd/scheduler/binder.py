@@ -8,11 +8,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from policyd.scheduler.backend import ClusterBackend
-from policyd.scheduler.snapshot import PodViewLike
+from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
 
-BindDone = Callable[[PodViewLike, str, Exception | None], None]
+BindDone = Callable[[PodInfoLike, str, Exception | None], None]
 
 DEFAULT_BIND_WORKERS = 16
 
@@ -28,7 +28,7 @@ class Binder:
         self._idle = threading.Condition()
         self._in_flight = 0
 
-    def submit(self, pod: PodViewLike, node: str, done: BindDone) -> None:
+    def submit(self, pod: PodInfoLike, node: str, done: BindDone) -> None:
         """Bind `pod` to `node` in the background; `done(pod, node, error)` is called afterwards."""
         with self._idle:
             self._in_flight += 1
@@ -37,7 +37,7 @@ class Binder:
         else:
             self._pool.submit(self._run, pod, node, done)
 
-    def _run(self, pod: PodViewLike, node: str, done: BindDone) -> None:
+    def _run(self, pod: PodInfoLike, node: str, done: BindDone) -> None:
         error: Exception | None = None
         try:
             self._backend.bind(pod, node)

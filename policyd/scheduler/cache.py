@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.scheduler.clock import Clock
-from policyd.scheduler.snapshot import NodeStateLike, PodViewLike, Snapshot
+from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
 log = logging.getLogger(__name__)
 
-NodeFactory = Callable[[Mapping[str, Any]], NodeStateLike]
+NodeFactory = Callable[[Mapping[str, Any]], NodeInfoLike]
 
 DEFAULT_ASSUMED_TTL = 30.0
 
 
 @dataclass
 class _PodEntry:
-    pod: PodViewLike
+    pod: PodInfoLike
     node: str
     assumed: bool = False
     binding_finished: bool = False
@@ -35,7 +35,7 @@ class _PodEntry:
 
 @dataclass
 class _NodeEntry:
-    state: NodeStateLike | None  # None: pods seen before their node (kube-scheduler: imaginary node)
+    state: NodeInfoLike | None  # None: pods seen before their node (kube-scheduler: imaginary node)
     generation: int
     obj: Mapping[str, Any] | None = None
 
@@ -50,7 +50,7 @@ class Cache:
         self._lock = threading.RLock()
         self._nodes: dict[str, _NodeEntry] = {}
         self._pods: dict[str, _PodEntry] = {}
-        self._orphans: dict[str, dict[str, PodViewLike]] = {}  # node name -> pods waiting for it
+        self._orphans: dict[str, dict[str, PodInfoLike]] = {}  # node name -> pods waiting for it
         self._generation = 0
         # nodes changed since the last update of `_tracked` (the scheduler's snapshot): that snapshot
         # is brought up to date from this set instead of a walk over every node
@@ -110,7 +110,7 @@ class Cache:
 
     # --- assigned pods ---
 
-    def add_pod(self, pod: PodViewLike) -> None:
+    def add_pod(self, pod: PodInfoLike) -> None:
         """An assigned pod was observed; confirms it when it was assumed on the same node."""
         with self._lock:
             entry = self._pods.get(pod.key)
@@ -124,7 +124,7 @@ class Cache:
             self._pods[pod.key] = _PodEntry(pod=pod, node=pod.node_name)
             self._add_to_node(pod, pod.node_name)
 
-    def update_pod(self, pod: PodViewLike) -> None:
+    def update_pod(self, pod: PodInfoLike) -> None:
         """An assigned pod changed (labels, requests, being deleted...)."""
         self.add_pod(pod)
 
@@ -135,26 +135,26 @@ class Cache:
             if entry is not None:
                 self._remove_from_node(entry.pod, entry.node)
 
-    def pod(self, key: str) -> PodViewLike | None:
+    def pod(self, key: str) -> PodInfoLike | None:
         """The cached (assigned or assumed) pod `key`."""
         with self._lock:
             entry = self._pods.get(key)
             return entry.pod if entry else None
 
-    def pods_on(self, node: str) -> list[PodViewLike]:
+    def pods_on(self, node: str) -> list[PodInfoLike]:
         """Pods counted against `node`."""
         with self._lock:
             return [e.pod for e in self._pods.values() if e.node == node]
 
-    def all_pods(self) -> list[PodViewLike]:
+    def all_pods(self) -> list[PodInfoLike]:
         """Every cached pod (assigned and assumed)."""
         with self._lock:
             return [e.pod for e in self._pods.values()]
 
     # --- assume / confirm / forget / expire ---
 
-    def assume(self, pod: PodViewLike, node: str) -> None:
-        """Count `pod` (a view with node_name == `node`) against `node` before the bind completes."""
+    def assume(self, pod: PodInfoLike, node: str) -> None:
+        """Count `pod` (a PodInfo with node_name == `node`) against `node` before the bind completes."""
         with self._lock:
             if pod.key in self._pods:
                 raise ValueError(f"pod {pod.key} is already in the cache")
@@ -212,7 +212,7 @@ class Cache:
         (`_dirty`) are looked at; any other snapshot gets a walk over every node.
         """
         with self._lock:
-            changed: dict[str, tuple[int, NodeStateLike]] = {}
+            changed: dict[str, tuple[int, NodeInfoLike]] = {}
             if snapshot is self._tracked:
                 layout_changed = self._layout_dirty
                 for name in self._dirty:
@@ -253,7 +253,7 @@ class Cache:
         entry.obj = obj
         entry.generation = self._bump(obj["metadata"]["name"])
 
-    def _add_to_node(self, pod: PodViewLike, node: str) -> None:
+    def _add_to_node(self, pod: PodInfoLike, node: str) -> None:
         entry = self._nodes.get(node)
         if entry is None or entry.state is None:
             self._orphans.setdefault(node, {})[pod.key] = pod
@@ -261,7 +261,7 @@ class Cache:
         entry.state.add_pod(pod)
         entry.generation = self._bump(node)
 
-    def _remove_from_node(self, pod: PodViewLike, node: str) -> None:
+    def _remove_from_node(self, pod: PodInfoLike, node: str) -> None:
         entry = self._nodes.get(node)
         if entry is None or entry.state is None:
             orphans = self._orphans.get(node)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.scheduler.snapshot import PodViewLike
+from policyd.scheduler.snapshot import PodInfoLike
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class DisruptionBudget:
             return False
         return selector_matches(self.selector, labels)
 
-    def allowed(self, pods: Iterable[PodViewLike]) -> int:
+    def allowed(self, pods: Iterable[PodInfoLike]) -> int:
         """Disruptions allowed now: the status field, else computed from the covered pods."""
         if self.disruptions_allowed is not None:
             return self.disruptions_allowed
@@ -132,12 +132,12 @@ class BudgetIndex:
 
 
 def split_by_violation(
-    victims: Sequence[PodViewLike], budgets: Sequence[DisruptionBudget], all_pods: Sequence[PodViewLike]
-) -> tuple[list[PodViewLike], list[PodViewLike]]:
+    victims: Sequence[PodInfoLike], budgets: Sequence[DisruptionBudget], all_pods: Sequence[PodInfoLike]
+) -> tuple[list[PodInfoLike], list[PodInfoLike]]:
     """(violating, non-violating) victims, in input order (kube-scheduler filterPodsWithPDBViolation)."""
     allowed = [b.allowed(all_pods) for b in budgets]
-    violating: list[PodViewLike] = []
-    fine: list[PodViewLike] = []
+    violating: list[PodInfoLike] = []
+    fine: list[PodInfoLike] = []
     for pod in victims:
         ns = pod.cel.get("namespace", "")
         labels = pod.cel.get("labels", {})

@@ -30,7 +30,7 @@ class WaitingPod:
     node: str
     deadline: float
     timeout: float
-    payload: Any  # whatever the scheduler needs to resume or undo (queued pod, assumed view)
+    payload: Any  # whatever the scheduler needs to resume or undo (queued pod, assumed PodInfo)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from policyd.scheduler.attempts import (
     preemption_message,
 )
 from policyd.scheduler.pdb import DisruptionBudget, split_by_violation
-from policyd.scheduler.snapshot import NodeStateLike, PodViewLike, Snapshot
+from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
 # DefaultPreemption's arguments: the dry run stops after max(10 % of the nodes, 100) candidates
 MIN_CANDIDATE_NODES_PERCENTAGE = 10
@@ -35,13 +35,13 @@ MAX_INT32 = 2**31 - 1
 EvaluatorFactory = Callable[[Snapshot], PodEvaluator]
 
 
-def start_time(pod: PodViewLike) -> float:
+def start_time(pod: PodInfoLike) -> float:
     """Start time of a pod; a pod that has not started counts as starting now (latest)."""
     value = getattr(pod, "start_time", None)
     return math.inf if not value else float(value)
 
 
-def importance(pod: PodViewLike) -> tuple[int, float]:
+def importance(pod: PodInfoLike) -> tuple[int, float]:
     """Sort key putting the more important pod first (kube-scheduler MoreImportantPod)."""
     return (-pod.priority, start_time(pod))
 
@@ -51,7 +51,7 @@ class Candidate:
     """A node where preemption makes the pod fit, with its victims (most important first)."""
 
     node: str
-    victims: tuple[PodViewLike, ...]
+    victims: tuple[PodInfoLike, ...]
     pdb_violations: int
 
 
@@ -65,7 +65,7 @@ class PreemptionOutcome:
     candidates: list[Candidate] = field(default_factory=list)
 
 
-def eligible_to_preempt(profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> str | None:
+def eligible_to_preempt(profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> str | None:
     """None when `pod` may preempt, else the kube-scheduler message saying why not."""
     if pod.cel.get("preemptionPolicy") == "Never":
         return NOT_ELIGIBLE_NEVER
@@ -80,20 +80,20 @@ def eligible_to_preempt(profile: CompiledProfile, pod: PodViewLike, snapshot: Sn
     return None
 
 
-def _pods_of(node: NodeStateLike) -> list[PodViewLike]:
+def _pods_of(node: NodeInfoLike) -> list[PodInfoLike]:
     pods = getattr(node, "pods", {})
     return list(pods.values())
 
 
 def select_victims_on_node(
     profile: CompiledProfile,
-    pod: PodViewLike,
-    node: NodeStateLike,
+    pod: PodInfoLike,
+    node: NodeInfoLike,
     snapshot: Snapshot,
     evaluator_for: EvaluatorFactory,
     nominated: NominatedLookup,
     budgets: Sequence[DisruptionBudget],
-    all_pods: Sequence[PodViewLike],
+    all_pods: Sequence[PodInfoLike],
 ) -> tuple[Candidate | None, tuple[str, ...]]:
     """The minimal victims on `node`, or None and the reasons preemption cannot help there."""
     eligible = profile.preemption.eligible_victim
@@ -101,7 +101,7 @@ def select_victims_on_node(
     if not potential:
         return None, (NO_VICTIMS,)
 
-    def failure_on(state: NodeStateLike) -> FilterFailure | None:
+    def failure_on(state: NodeInfoLike) -> FilterFailure | None:
         evaluator = evaluator_for(snapshot.replace(state))
         return filter_with_nominated(evaluator, pod, state, nominated)
 
@@ -112,7 +112,7 @@ def select_victims_on_node(
     potential.sort(key=importance)
     honored = budgets if profile.preemption.honor_pdb else ()
     violating, fine = split_by_violation(potential, honored, all_pods)
-    victims: list[PodViewLike] = []
+    victims: list[PodInfoLike] = []
     violations = 0
     for group, violates in ((violating, True), (fine, False)):
         for candidate in group:
@@ -128,7 +128,7 @@ def select_victims_on_node(
     return Candidate(node.name, tuple(victims), violations), ()
 
 
-def _earliest_start_of_highest(victims: Sequence[PodViewLike]) -> float:
+def _earliest_start_of_highest(victims: Sequence[PodInfoLike]) -> float:
     top = max(v.priority for v in victims)
     return min(start_time(v) for v in victims if v.priority == top)
 
@@ -163,13 +163,13 @@ def num_candidates(potential: int) -> int:
 
 def find_preemption(
     profile: CompiledProfile,
-    pod: PodViewLike,
+    pod: PodInfoLike,
     snapshot: Snapshot,
     failures: Mapping[str, FilterFailure],
     evaluator_for: EvaluatorFactory,
     nominated: NominatedLookup,
     budgets: Sequence[DisruptionBudget],
-    all_pods: Sequence[PodViewLike],
+    all_pods: Sequence[PodInfoLike],
     rng: random.Random | None = None,
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of

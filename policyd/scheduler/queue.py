@@ -18,7 +18,7 @@ from typing import Any
 
 from policyd.framework import EVENT_POLICY_CHANGE, CompiledProfile, RuleRef
 from policyd.scheduler.clock import Clock
-from policyd.scheduler.snapshot import PodViewLike
+from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ UNSCHEDULABLE_MAX_STAY = 300.0
 class QueuedPod:
     """A pending pod as the queue tracks it (kube-scheduler QueuedPodInfo)."""
 
-    pod: PodViewLike
+    pod: PodInfoLike
     profile: CompiledProfile
     timestamp: float  # last time it entered the queue
     initial_timestamp: float  # first time it entered the queue
@@ -61,7 +61,7 @@ class QueueConfig:
 
 @dataclass
 class _Nominated:
-    by_node: dict[str, dict[str, PodViewLike]] = field(default_factory=dict)
+    by_node: dict[str, dict[str, PodInfoLike]] = field(default_factory=dict)
     node_of: dict[str, str] = field(default_factory=dict)
 
 
@@ -111,7 +111,7 @@ class SchedulingQueue:
 
     # --- adding and popping ---
 
-    def add(self, pod: PodViewLike, profile: CompiledProfile) -> None:
+    def add(self, pod: PodInfoLike, profile: CompiledProfile) -> None:
         """A new (or updated, not yet queued) pending pod enters activeQ."""
         if pod.deleting or pod.node_name:
             return
@@ -195,7 +195,7 @@ class SchedulingQueue:
 
     # --- updates from informers ---
 
-    def update(self, pod: PodViewLike, move: bool = True) -> None:
+    def update(self, pod: PodInfoLike, move: bool = True) -> None:
         """A queued pod changed: keep its place, drop it when bound or being deleted.
 
         `move`: the change may make a parked pod schedulable (a spec/metadata change, not status).
@@ -287,7 +287,7 @@ class SchedulingQueue:
 
     # --- nominated pods ---
 
-    def nominate(self, pod: PodViewLike, node: str) -> None:
+    def nominate(self, pod: PodInfoLike, node: str) -> None:
         """Record that `pod` is nominated to `node` (after preemption)."""
         with self._lock:
             self._clear_nomination_locked(pod.key)
@@ -304,7 +304,7 @@ class SchedulingQueue:
         with self._lock:
             return self._nominated.node_of.get(key)
 
-    def nominated_pods(self, node: str) -> list[PodViewLike]:
+    def nominated_pods(self, node: str) -> list[PodInfoLike]:
         """Pods nominated to `node`."""
         with self._lock:
             return list(self._nominated.by_node.get(node, {}).values())
@@ -339,7 +339,7 @@ class SchedulingQueue:
         with self._lock:
             return self._pods.get(key)
 
-    def set_profiles(self, resolve: Callable[[PodViewLike], CompiledProfile | None]) -> None:
+    def set_profiles(self, resolve: Callable[[PodInfoLike], CompiledProfile | None]) -> None:
         """Re-resolve every queued pod's profile after a policy change; drop pods with none."""
         with self._lock:
             for key in list(self._pods):

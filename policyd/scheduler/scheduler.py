@@ -28,6 +28,7 @@ from typing import Any
 
 from policyd.errors import PolicydError
 from policyd.framework import (
+    DEFAULT_PROFILE,
     EVENT_NODE_ADD,
     EVENT_NODE_ALLOCATABLE,
     EVENT_NODE_LABELS,
@@ -55,17 +56,17 @@ from policyd.scheduler.backend import BindError, ClusterBackend, KubeObject
 from policyd.scheduler.binder import DEFAULT_BIND_WORKERS, Binder
 from policyd.scheduler.cache import DEFAULT_ASSUMED_TTL, Cache, NodeFactory
 from policyd.scheduler.clock import Clock, FakeClock, RealClock
+from policyd.scheduler.cluster.functions import cluster_functions_factory
+from policyd.scheduler.cluster.objects import API_DEFAULT_SCHEDULER_NAME
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, SchedulerMetrics
 from policyd.scheduler.pdb import BudgetIndex
 from policyd.scheduler.permit import Permits, WaitingPod
 from policyd.scheduler.preemption import Candidate, find_preemption
 from policyd.scheduler.queue import QueueConfig, QueuedPod, SchedulingQueue
-from policyd.scheduler.snapshot import PodViewLike, Snapshot
+from policyd.scheduler.snapshot import PodInfoLike, Snapshot
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PROFILE = "policyd"
-DEFAULT_SCHEDULER_NAME = "default-scheduler"
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 PENDING_REFRESH_SECONDS = 1.0
 # kube-scheduler's queue_incoming_pods_total event labels for events that are not cluster events
@@ -73,8 +74,8 @@ EVENT_POD_ADD = "PodAdd"
 EVENT_POD_UPDATE = "PodUpdate"
 EVENT_SCHEDULE_FAILURE = "ScheduleAttemptFailure"
 
-PodViewFactory = Callable[[KubeObject], PodViewLike]
-ClusterViewFactory = Callable[[Snapshot], Any]
+PodInfoFactory = Callable[[KubeObject], PodInfoLike]
+ClusterFunctionsFactory = Callable[[Snapshot], Any]
 
 
 @dataclass(frozen=True)
@@ -98,30 +99,26 @@ class SchedulerOptions:
     attempt_log_detailed: int | None = 1000
 
 
-def _default_pod_view() -> PodViewFactory:
-    from policyd.scheduler.cluster import views
+def _default_pod_info() -> PodInfoFactory:
+    from policyd.scheduler.cluster import objects
 
-    return views.pod_view
-
-
-def _default_pod_view_update() -> Callable[[Any, KubeObject], PodViewLike]:
-    from policyd.scheduler.cluster import views
-
-    return views.pod_view_update
+    return objects.pod_info
 
 
-def _default_node_state() -> NodeFactory:
-    from policyd.scheduler.cluster import views
+def _default_pod_info_update() -> Callable[[Any, KubeObject], PodInfoLike]:
+    from policyd.scheduler.cluster import objects
 
-    return views.node_state
+    return objects.pod_info_update
 
 
-def _default_cluster_view() -> ClusterViewFactory:
-    try:
-        from policyd.scheduler.cluster.cluster_index import cluster_view_factory
-    except ImportError:  # the semantics module is not there yet: rules see the snapshot itself
-        return lambda snapshot: snapshot
-    return cluster_view_factory()  # one ClusterIndex per scheduler, kept across cycles
+def _default_node_info() -> NodeFactory:
+    from policyd.scheduler.cluster import objects
+
+    return objects.node_info
+
+
+def _default_cluster_functions() -> ClusterFunctionsFactory:
+    return cluster_functions_factory()  # one ClusterIndex per scheduler, kept across cycles
 
 
 def _node_change_events(old: KubeObject, new: KubeObject) -> list[str]:
@@ -169,20 +166,20 @@ class Scheduler:
         *,
         clock: Clock | None = None,
         options: SchedulerOptions | None = None,
-        pod_view: PodViewFactory | None = None,
-        node_state: NodeFactory | None = None,
-        cluster_view: ClusterViewFactory | None = None,
+        pod_info: PodInfoFactory | None = None,
+        node_info: NodeFactory | None = None,
+        cluster_functions: ClusterFunctionsFactory | None = None,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.options = options or SchedulerOptions()
         self.clock: Clock = clock or RealClock()
         self.backend = backend
         self._policies = policies
-        self._pod_view = pod_view or _default_pod_view()
-        self._pod_view_update = None if pod_view is not None else _default_pod_view_update()
-        self._cluster_view = cluster_view or _default_cluster_view()
+        self._pod_info = pod_info or _default_pod_info()
+        self._pod_info_update = None if pod_info is not None else _default_pod_info_update()
+        self._cluster_functions = cluster_functions or _default_cluster_functions()
         self.queue = SchedulingQueue(self.clock, self.options.queue)
-        self.cache = Cache(node_state or _default_node_state(), self.clock, ttl=self.options.assumed_ttl)
+        self.cache = Cache(node_info or _default_node_info(), self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()
         self.budgets = BudgetIndex()
         self.permits = Permits(self.clock)
@@ -212,10 +209,10 @@ class Scheduler:
         """The compiled policy set in use."""
         return self._policies
 
-    def profile_for(self, pod: PodViewLike) -> CompiledProfile | None:
+    def profile_for(self, pod: PodInfoLike) -> CompiledProfile | None:
         """The profile scheduling `pod` (by spec.schedulerName), or None when it is not ours."""
         profiles = self._policies.profiles
-        profile = profiles.get(pod.scheduler_name or DEFAULT_SCHEDULER_NAME)
+        profile = profiles.get(pod.scheduler_name or API_DEFAULT_SCHEDULER_NAME)
         if profile is None and self.options.adopt_unknown_schedulers and profiles:
             profile = profiles.get(DEFAULT_PROFILE) or next(iter(profiles.values()))
         return profile
@@ -305,7 +302,7 @@ class Scheduler:
         self.cache.remove_node(obj["metadata"]["name"])
 
     def _pod_added(self, obj: KubeObject) -> None:
-        pod = self._pod_view(obj)
+        pod = self._pod_info(obj)
         if pod.node_name:
             self._assigned_pod_added(pod)
             return
@@ -313,13 +310,13 @@ class Scheduler:
         if profile is not None and not self._in_cycle(pod.key):
             self._enqueue(pod, profile, EVENT_POD_ADD)
 
-    def _assigned_pod_added(self, pod: PodViewLike) -> None:
+    def _assigned_pod_added(self, pod: PodInfoLike) -> None:
         self.queue.delete(pod.key)
         self.cache.add_pod(pod)
         self._move(EVENT_POD_ASSIGNED_ADD)
 
     def _pod_updated(self, old: KubeObject, new: KubeObject) -> None:
-        pod = self._updated_view(new)
+        pod = self._updated_pod_info(new)
         was_assigned = bool((old.get("spec") or {}).get("nodeName"))
         if pod.node_name:
             if not was_assigned:
@@ -340,17 +337,17 @@ class Scheduler:
         if profile is not None and pod.key not in self.given_up:
             self._enqueue(pod, profile, EVENT_POD_UPDATE)
 
-    def _updated_view(self, obj: KubeObject) -> PodViewLike:
-        """The view of an updated pod, derived from the one we hold when only status/nodeName moved."""
-        if self._pod_view_update is None:
-            return self._pod_view(obj)
+    def _updated_pod_info(self, obj: KubeObject) -> PodInfoLike:
+        """The PodInfo of an updated pod, derived from the one we hold when only status/nodeName moved."""
+        if self._pod_info_update is None:
+            return self._pod_info(obj)
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         prev = self.cache.pod(key)
         if prev is None:
             queued = self.queue.get(key)
             prev = queued.pod if queued is not None else None
-        return self._pod_view(obj) if prev is None else self._pod_view_update(prev, obj)
+        return self._pod_info(obj) if prev is None else self._pod_info_update(prev, obj)
 
     def _pod_deleted(self, obj: KubeObject) -> None:
         key = f"{(obj.get('metadata') or {}).get('namespace', 'default')}/{obj['metadata']['name']}"
@@ -371,7 +368,7 @@ class Scheduler:
     def _in_cycle(self, key: str) -> bool:
         return self.cache.is_assumed(key) or self.permits.is_waiting(key)
 
-    def _enqueue(self, pod: PodViewLike, profile: CompiledProfile, event: str) -> None:
+    def _enqueue(self, pod: PodInfoLike, profile: CompiledProfile, event: str) -> None:
         """A pending pod enters activeQ (counted once, when it was not queued yet)."""
         if self.metrics is None:
             self.queue.add(pod, profile)
@@ -499,11 +496,11 @@ class Scheduler:
         pending = self.queue.pending()
         self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
 
-    def _evaluator(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> PodEvaluator:
-        return profile.evaluator(pod.cel, self._cluster_view(snapshot))
+    def _evaluator(self, profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> PodEvaluator:
+        return profile.evaluator(pod.cel, self._cluster_functions(snapshot))
 
-    def _find_node(self, profile: CompiledProfile, pod: PodViewLike, snapshot: Snapshot) -> ScheduleResult:
-        cluster = self._cluster_view(snapshot)
+    def _find_node(self, profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> ScheduleResult:
+        cluster = self._cluster_functions(snapshot)
         evaluator = profile.evaluator(pod.cel, cluster)
         nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
         return self._runner.schedule(
@@ -570,7 +567,7 @@ class Scheduler:
             return
         self.queue.add_unschedulable(queued, rules)
 
-    def _prepare_candidate(self, pod: PodViewLike, candidate: Candidate) -> None:
+    def _prepare_candidate(self, pod: PodInfoLike, candidate: Candidate) -> None:
         """Evict the victims, clear weaker nominations on the node, nominate the preemptor."""
         for victim in candidate.victims:
             self.backend.record_event(
@@ -599,10 +596,10 @@ class Scheduler:
             self._bind(released_queued, released_pod, waiting.node)
         self._bind(queued, assumed, node)
 
-    def _bind(self, queued: QueuedPod, assumed: PodViewLike, node: str) -> None:
+    def _bind(self, queued: QueuedPod, assumed: PodInfoLike, node: str) -> None:
         self.binder.submit(assumed, node, lambda pod, n, err: self._bind_done(queued, pod, n, err))
 
-    def _bind_done(self, queued: QueuedPod, pod: PodViewLike, node: str, error: Exception | None) -> None:
+    def _bind_done(self, queued: QueuedPod, pod: PodInfoLike, node: str, error: Exception | None) -> None:
         """Called on a binder worker when the bind returned."""
         if self.metrics is not None:
             self._observe_bind(queued, pod, error)
@@ -618,7 +615,7 @@ class Scheduler:
         else:
             self.queue.add_backoff(queued)
 
-    def _observe_bind(self, queued: QueuedPod, pod: PodViewLike, error: Exception | None) -> None:
+    def _observe_bind(self, queued: QueuedPod, pod: PodInfoLike, error: Exception | None) -> None:
         assert self.metrics is not None
         started = self._attempt_started.pop(pod.key, None)
         if error is None:
@@ -711,7 +708,7 @@ class Scheduler:
         parked = {qp.key for qp in self.queue.unschedulable_pods()}
         return sorted(parked | self.given_up)
 
-    def nominated_pods_on(self, node: str) -> Sequence[PodViewLike]:
+    def nominated_pods_on(self, node: str) -> Sequence[PodInfoLike]:
         """Pods nominated to `node` (for explanations)."""
         return self.queue.nominated_pods(node)
 

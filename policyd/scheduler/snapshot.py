@@ -15,6 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
+
 _generations = itertools.count(1)
 
 
@@ -23,8 +25,8 @@ def next_generation() -> int:
     return next(_generations)
 
 
-class PodViewLike(Protocol):
-    """What the runtime reads of a `policyd.scheduler.cluster.views.PodView`."""
+class PodInfoLike(Protocol):
+    """What the runtime reads of a `policyd.scheduler.cluster.objects.PodInfo`."""
 
     @property
     def key(self) -> str:
@@ -62,8 +64,8 @@ class PodViewLike(Protocol):
         ...
 
 
-class NodeStateLike(Protocol):
-    """What the runtime reads of a `policyd.scheduler.cluster.views.NodeState`."""
+class NodeInfoLike(Protocol):
+    """What the runtime reads of a `policyd.scheduler.cluster.objects.NodeInfo`."""
 
     @property
     def name(self) -> str:
@@ -87,11 +89,11 @@ class NodeStateLike(Protocol):
         """Stop counting `pod` against this node."""
         ...
 
-    def clone_without(self, pods: Iterable[Any]) -> NodeStateLike:
+    def clone_without(self, pods: Iterable[Any]) -> NodeInfoLike:
         """An independent copy with `pods` removed (an empty iterable: a plain copy)."""
         ...
 
-    def with_pods(self, pods: Iterable[Any]) -> NodeStateLike:
+    def with_pods(self, pods: Iterable[Any]) -> NodeInfoLike:
         """An independent copy with `pods` added (nominated pods)."""
         ...
 
@@ -108,9 +110,9 @@ class Snapshot:
     def __init__(self) -> None:
         self.generation = next_generation()
         self.layout = next_generation()
-        self._nodes: dict[str, NodeStateLike] = {}
+        self._nodes: dict[str, NodeInfoLike] = {}
         self._node_generation: dict[str, int] = {}
-        self._list: list[NodeStateLike] = []
+        self._list: list[NodeInfoLike] = []
         self._cels: list[Mapping[str, Any]] = []
         self._row: dict[str, int] = {}
         self._names: tuple[str, ...] | None = None
@@ -121,9 +123,9 @@ class Snapshot:
         # the cache generation this snapshot was last brought up to (Cache.update_snapshot)
         self._synced_to: tuple[int, int] | None = None
 
-    # --- read API (ClusterView, framework, preemption) ---
+    # --- read API (cluster functions, algorithm, preemption) ---
 
-    def nodes(self) -> Sequence[NodeStateLike]:
+    def nodes(self) -> Sequence[NodeInfoLike]:
         """Every node, in the cache's stable order (the order nodes were added)."""
         return self._list
 
@@ -131,7 +133,7 @@ class Snapshot:
         """The `.cel` dicts of `nodes()`, in the same order."""
         return self._cels
 
-    def node(self, name: str) -> NodeStateLike | None:
+    def node(self, name: str) -> NodeInfoLike | None:
         """The node called `name`, or None."""
         return self._nodes.get(name)
 
@@ -155,16 +157,12 @@ class Snapshot:
     def __contains__(self, name: object) -> bool:
         return name in self._nodes
 
-    def pods_with_affinity(self) -> list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
-        """(node dict, pods with pod affinity or anti-affinity) of every node that has such pods."""
-        return [(self._nodes[name].cel, pods) for name, pods in self._affinity.items()]
-
     def has_pods_with_affinity(self) -> bool:
         """True when some pod on some node has inter-pod (anti-)affinity terms."""
         return bool(self._affinity)
 
-    def _index_affinity(self, state: NodeStateLike) -> None:
-        pods = [p for p in state.cel.get("pods", ()) if _has_pod_affinity(p)]
+    def _index_affinity(self, state: NodeInfoLike) -> None:
+        pods = [p for p in state.cel.get("pods", ()) if has_pod_affinity(p)]
         if pods:
             self._affinity[state.name] = pods
         else:
@@ -175,7 +173,7 @@ class Snapshot:
         for n in self._list:
             yield from n.cel.get("pods", ())
 
-    def replace(self, node: NodeStateLike) -> Snapshot:
+    def replace(self, node: NodeInfoLike) -> Snapshot:
         """A derived snapshot with `node` substituted (preemption what-ifs); fresh generation.
 
         Everything but the substituted row is shared with this snapshot (row order, names, versions of
@@ -209,7 +207,7 @@ class Snapshot:
     def _node_generations(self) -> Mapping[str, int]:
         return self._node_generation
 
-    def _store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeStateLike]]) -> None:
+    def _store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeInfoLike]]) -> None:
         """Install copies of changed nodes and the node order (None: the order is unchanged).
 
         The generation changes when anything does. With the same order, changed rows are replaced in
@@ -249,14 +247,8 @@ class Snapshot:
         self.generation = next_generation()
 
 
-def _has_pod_affinity(pod: Mapping[str, Any]) -> bool:
-    """True when the pod has inter-pod affinity or anti-affinity terms."""
-    affinity = pod.get("affinity") or {}
-    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
-
-
-def _has_any_pod_affinity(state: NodeStateLike) -> bool:
-    return any(_has_pod_affinity(p) for p in state.cel.get("pods", ()))
+def _has_any_pod_affinity(state: NodeInfoLike) -> bool:
+    return any(has_pod_affinity(p) for p in state.cel.get("pods", ()))
 
 
 class _Overlay(dict[str, Any]):

@@ -1,4 +1,4 @@
-"""The `policyd.yaml` configuration: JSON Schema validation, defaults, typed view.
+"""The `policyd.yaml` configuration: JSON Schema validation, defaults, typed settings.
 
 Errors name the failing JSON path (`$.profiles[0].schedulerName: ...`). `defaults()` is the whole
 effective configuration without a file; a file's values override it key by key.
@@ -18,11 +18,11 @@ import yaml
 
 from policyd import shipped
 from policyd.errors import ConfigError
+from policyd.framework import DEFAULT_PROFILE
 from policyd.service.http import DEFAULT_ADDRESS, DEFAULT_PORT
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = "PolicydConfiguration"
-DEFAULT_PROFILE = "policyd"  # the scheduler name of the profile a config without profiles gets
 
 
 def defaults() -> dict[str, Any]:

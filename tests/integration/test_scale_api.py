@@ -15,7 +15,7 @@ from policyd.backends.kube.api_backend import BOUND, ApiBackend, BindResult
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.compiler.profiles import compile_sources
 from policyd.envtest import LocalControlPlane
-from policyd.scheduler.cluster.views import pod_view
+from policyd.scheduler.cluster.objects import pod_info
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 from .apiserver import KubeTestContext
@@ -117,7 +117,7 @@ def test_thousand_pods_on_hundred_nodes(kube: KubeClient, k8s: KubeTestContext) 
     count: collections.Counter[str] = collections.Counter()
     for p in pods:
         node = p["spec"]["nodeName"]
-        cpu[node] += pod_view(p).cel["requests"]["cpu"]
+        cpu[node] += pod_info(p).cel["requests"]["cpu"]
         count[node] += 1
     assert set(cpu) <= set(nodes)
     assert max(cpu.values()) <= NODE_CPU_MILLI

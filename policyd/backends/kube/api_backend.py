@@ -26,7 +26,7 @@ from policyd.backends.kube.client import ApiError, KubeClient, PermissionDenied,
 from policyd.backends.kube.events import EventRecorder, ObjectRef, PodStatusWriter
 from policyd.backends.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, pdb_resource
 from policyd.scheduler.backend import BindError, EventHandler
-from policyd.scheduler.snapshot import PodViewLike
+from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,8 @@ class BindResult:
         return self.outcome == BOUND
 
 
-def split_key(pod: PodViewLike) -> tuple[str, str]:
-    """(namespace, name) of a pod view."""
+def split_key(pod: PodInfoLike) -> tuple[str, str]:
+    """(namespace, name) of a PodInfo."""
     ns, _, name = pod.key.partition("/")
     return ns, name
 
@@ -169,7 +169,7 @@ class ApiBackend:
 
     # ---- write side -------------------------------------------------------------------------------
 
-    def bind(self, pod: PodViewLike, node: str) -> None:
+    def bind(self, pod: PodInfoLike, node: str) -> None:
         """POST the Binding (blocking); raises BindError (retry False when the pod is gone)."""
         ns, name = split_key(pod)
         result = bind_pod(self.client, ns, name, pod.uid, node)
@@ -182,22 +182,22 @@ class ApiBackend:
         if not result.ok:
             raise BindError(result.message, retry=result.outcome != GONE)
 
-    def delete_pod(self, pod: PodViewLike, grace_seconds: int | None) -> None:
+    def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
         """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously."""
         ns, name = split_key(pod)
         self._submit(lambda: self._delete(ns, name, pod.uid, grace_seconds))
 
-    def set_nominated_node(self, pod: PodViewLike, node: str | None) -> None:
+    def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
         """Set or clear status.nominatedNodeName, asynchronously."""
         ns, name = split_key(pod)
         self._submit(lambda: self._status(lambda: self.status.set_nominated_node(ns, name, node), pod))
 
-    def record_event(self, pod: PodViewLike, event_type: str, reason: str, message: str) -> None:
+    def record_event(self, pod: PodInfoLike, event_type: str, reason: str, message: str) -> None:
         """Queue an Event about the pod (aggregated and rate-limited by the recorder)."""
         ns, name = split_key(pod)
         self.recorder.event(ObjectRef("Pod", ns, name, pod.uid), event_type, reason, message)
 
-    def patch_pod_scheduled(self, pod: PodViewLike, condition: Mapping[str, str]) -> None:
+    def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
         """Patch the PodScheduled condition (status/reason/message), asynchronously."""
         ns, name = split_key(pod)
         cond = dict(condition)
@@ -231,7 +231,7 @@ class ApiBackend:
         with self._pending_lock:
             self._pending.discard(fut)
 
-    def _status(self, patch: Callable[[], Any], pod: PodViewLike) -> None:
+    def _status(self, patch: Callable[[], Any], pod: PodInfoLike) -> None:
         try:
             patch()
         except ApiError as err:

@@ -12,7 +12,7 @@ import yaml
 
 from policyd.backends.cluster_file import cluster_objects, load_cluster, load_cluster_text
 from policyd.errors import ClusterDataError
-from policyd.scheduler.cluster.views import node_state, pod_view
+from policyd.scheduler.cluster.objects import node_info, pod_info
 from tests.builders import make_node, make_pdb, make_pod, make_priority_class
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -69,8 +69,8 @@ def test_json_list_and_api_lists_without_item_kinds(tmp_path: Path) -> None:
 def test_in_memory_objects_and_views() -> None:
     c = cluster_objects(_objects())
     _check_loaded(c)
-    assert pod_view(c.pods[1]).priority == 1000
-    assert node_state(c.nodes[0]).name == "n1"
+    assert pod_info(c.pods[1]).priority == 1000
+    assert node_info(c.nodes[0]).name == "n1"
 
 
 def test_unquoted_yaml_timestamps_stay_strings() -> None:
@@ -155,8 +155,8 @@ def test_missing_file_is_a_cluster_data_error(tmp_path: Path) -> None:
 
 def test_shipped_example_cluster_loads_into_views() -> None:
     c = load_cluster(str(EXAMPLES / "cluster.yaml"))
-    nodes = [node_state(n) for n in c.nodes]
-    pods = [pod_view(p) for p in c.pods]
+    nodes = [node_info(n) for n in c.nodes]
+    pods = [pod_info(p) for p in c.pods]
     assert len(nodes) >= 5 and len(pods) >= 15 and c.pdbs and c.priority_classes
     zones = {n.labels.get("topology.kubernetes.io/zone") for n in nodes}
     assert len(zones - {None}) >= 2

@@ -8,7 +8,7 @@ import pytest
 
 from policyd.backends.simulated import SimulatedCluster
 from policyd.scheduler.backend import BindError
-from tests.unit.scheduler.fakes import fake_pod_view, node_obj, pod_obj
+from tests.unit.scheduler.fakes import fake_pod_info, node_obj, pod_obj
 
 
 class Recorder:
@@ -54,7 +54,7 @@ def test_bind_sets_node_name_and_refuses_double_binds() -> None:
     cluster = SimulatedCluster([node_obj("n1")], [pod_obj("p")], [])
     rec = Recorder()
     cluster.start(rec)  # type: ignore[arg-type]
-    pod = fake_pod_view(pod_obj("p"))
+    pod = fake_pod_info(pod_obj("p"))
     cluster.set_nominated_node(pod, "n1")
     cluster.bind(pod, "n1")
     assert cluster.node_of("default/p") == "n1"
@@ -63,13 +63,13 @@ def test_bind_sets_node_name_and_refuses_double_binds() -> None:
     with pytest.raises(BindError):
         cluster.bind(pod, "n1")
     with pytest.raises(BindError):
-        cluster.bind(fake_pod_view(pod_obj("ghost")), "n1")
+        cluster.bind(fake_pod_info(pod_obj("ghost")), "n1")
 
 
 def test_delete_emits_and_records() -> None:
     cluster = SimulatedCluster([node_obj("n1")], [pod_obj("v", node="n1")], [])
     rec = Recorder()
     cluster.start(rec)  # type: ignore[arg-type]
-    cluster.delete_pod(fake_pod_view(pod_obj("v", node="n1")), None)
+    cluster.delete_pod(fake_pod_info(pod_obj("v", node="n1")), None)
     assert cluster.deleted == ["default/v"] and cluster.pod("default/v") is None
     assert rec.calls[-1] == ("on_pod_delete", "v")

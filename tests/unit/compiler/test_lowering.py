@@ -18,8 +18,9 @@ from policyd.compiler import lowering as vz
 from policyd.compiler.profiles import compile_sources
 from policyd.evaluation.columns import NodeColumns
 from policyd.policy.loader import load_texts
-from policyd.scheduler.cluster.cluster_view import ClusterView
-from policyd.scheduler.cluster.views import NodeState, node_state, pod_view
+from policyd.scheduler.cluster.functions import ClusterFunctions
+from policyd.scheduler.cluster.objects import NodeInfo, node_info, pod_info
+from tests.unit.scheduler.cluster.snapshots import snapshot_of
 
 LABEL_KEYS = ("zone", "rack", "rank", "gpu")
 LABEL_VALUES = ("a", "b", "c", "1", "7", "x1")
@@ -35,12 +36,12 @@ def make_node(
     taints: list[dict[str, str]],
     gpu: int | None,
     unschedulable: bool,
-) -> NodeState:
+) -> NodeInfo:
     """A node object with allocatable cpu (millicores), memory (Mi), pods and an optional gpu count."""
     allocatable = {"cpu": f"{cpu}m", "memory": f"{memory}Mi", "pods": str(pods)}
     if gpu is not None:
         allocatable["example.com/gpu"] = str(gpu)
-    return node_state(
+    return node_info(
         {
             "metadata": {"name": f"n{i}", "labels": labels},
             "spec": {"taints": taints, "unschedulable": unschedulable},
@@ -54,7 +55,7 @@ def make_pod(name: str, cpu: int, memory: int, gpu: int = 0, selector: dict[str,
     requests = {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}
     if gpu:
         requests["example.com/gpu"] = str(gpu)
-    return pod_view(
+    return pod_info(
         {
             "metadata": {"name": name, "namespace": "default", "uid": name},
             "spec": {
@@ -173,7 +174,7 @@ def policy_text(filter_expr: str, score_expr: str, let_expr: str) -> str:
     )
 
 
-def build_cluster(spec: list[Any]) -> list[NodeState]:
+def build_cluster(spec: list[Any]) -> list[NodeInfo]:
     states = []
     for i, (cpu, mem, pods, labels, node_taints, gpu, unsched, placed) in enumerate(spec):
         state = make_node(i, cpu, mem, pods, dict(labels), list(node_taints), gpu, unsched)
@@ -183,14 +184,14 @@ def build_cluster(spec: list[Any]) -> list[NodeState]:
     return states
 
 
-def check_agreement(text: str, states: list[NodeState], pod: Any) -> None:
+def check_agreement(text: str, states: list[NodeInfo], pod: Any) -> None:
     loaded = load_texts({"p.policy": text})
     assert not loaded.has_errors, [str(d) for d in loaded.errors]
     [checked] = loaded.checked
     compiled = compile_sources({"p.policy": text}, generation=1)
     profile = next(iter(compiled.profiles.values()))
     cels = [s.cel for s in states]
-    cluster = ClusterView(cels)
+    cluster = ClusterFunctions(snapshot_of(cels))
     evaluator = profile.evaluator(pod.cel, cluster)
     expected_filters = [evaluator.filter_all(c) for c in cels]
     expected_scores = [evaluator.score(c) for c in cels]
@@ -263,7 +264,7 @@ def test_default_policy_plans_match(
     compiled = compile_sources({"default.policy": text}, generation=1)
     profile = next(iter(compiled.profiles.values()))
     cels = [s.cel for s in states]
-    cluster = ClusterView(cels)
+    cluster = ClusterFunctions(snapshot_of(cels))
     new_pod = make_pod("new", *pod, selector=selector)
     evaluator = profile.evaluator(new_pod.cel, cluster)
     plan = vz.lower_policy(checked)
@@ -304,7 +305,7 @@ def test_default_policy_lowering_covers_the_column_rules() -> None:
     assert "NodePorts" in vectorised
     scored = {r.name.value for r, p in zip(policy.scores, plan.scores, strict=True) if p is not None}
     assert {"NodeResourcesLeastAllocated", "NodeResourcesBalancedAllocation"} <= scored
-    # passes the node to the cluster view: lowered, one call per scored row
+    # passes the node to a cluster function: lowered, one call per scored row
     assert "PodTopologySpreadScore" in scored
 
 
@@ -349,7 +350,7 @@ def test_guarded_node_read_is_unsupported_only_when_reached() -> None:
     state = make_node(0, 1000, 1024, 10, {}, [], None, False)
     columns = NodeColumns.from_nodes([state.cel])
     assert fplan.evaluate(make_pod("p", 1, 1).cel, columns).values.tolist() == [True]
-    with_port = pod_view(
+    with_port = pod_info(
         {
             "metadata": {"name": "q", "namespace": "default"},
             "spec": {

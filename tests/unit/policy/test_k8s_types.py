@@ -1,4 +1,4 @@
-"""The declared CEL types of pod/node match the runtime dicts built by views.py (the contract guard)."""
+"""The declared CEL types of pod/node match the runtime dicts built by cluster/objects.py (the contract guard)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from policyd.cel.types import (
 )
 from policyd.cel.values import Timestamp
 from policyd.policy import k8s_types as kt
-from policyd.scheduler.cluster.views import node_state, pod_view
+from policyd.scheduler.cluster.objects import node_info, pod_info
 from tests.builders import (
     make_container,
     make_node,
@@ -141,22 +141,22 @@ def rich_node() -> dict[str, Any]:
 
 
 def test_rich_pod_cel_dict_matches_declared_type() -> None:
-    pv = pod_view(rich_pod())
+    pv = pod_info(rich_pod())
     assert list(type_errors(pv.cel, kt.POD, "pod")) == []
 
 
 def test_rich_pod_sets_every_declared_pod_field() -> None:
     pod = rich_pod()
     pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
-    cel = pod_view(pod).cel
+    cel = pod_info(pod).cel
     assert set(kt.POD.fields) == set(cel)
     assert list(type_errors(cel, kt.POD, "pod")) == []
 
 
 def test_node_with_pods_matches_declared_type() -> None:
-    ns = node_state(rich_node())
-    ns.add_pod(pod_view(rich_pod()))
-    ns.add_pod(pod_view(make_pod("plain", node_name="n1")))
+    ns = node_info(rich_node())
+    ns.add_pod(pod_info(rich_pod()))
+    ns.add_pod(pod_info(make_pod("plain", node_name="n1")))
     assert set(kt.NODE.fields) == set(ns.cel)
     assert list(type_errors(ns.cel, kt.NODE, "node")) == []
     assert list(type_errors(ns.clone_without([]).cel, kt.NODE, "node")) == []
@@ -164,12 +164,12 @@ def test_node_with_pods_matches_declared_type() -> None:
 
 def test_minimal_objects_match_declared_types() -> None:
     pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
-    assert list(type_errors(pod_view(pod).cel, kt.POD, "pod")) == []
-    assert list(type_errors(node_state({"metadata": {"name": "n"}}).cel, kt.NODE, "node")) == []
+    assert list(type_errors(pod_info(pod).cel, kt.POD, "pod")) == []
+    assert list(type_errors(node_info({"metadata": {"name": "n"}}).cel, kt.NODE, "node")) == []
 
 
 def test_the_walker_catches_mismatches() -> None:
-    cel = dict(pod_view(rich_pod()).cel)
+    cel = dict(pod_info(rich_pod()).cel)
     cel["priority"] = "100"
     cel["bogus"] = 1
     errors = list(type_errors(cel, kt.POD, "pod"))

@@ -22,7 +22,7 @@ from policyd.framework import (
 
 @dataclass
 class FakePod:
-    """A minimal PodView."""
+    """A minimal PodInfo."""
 
     name: str
     namespace: str = "default"
@@ -58,7 +58,7 @@ class FakePod:
         }
 
     def with_node(self, node: str) -> FakePod:
-        """A copy assumed on `node` (PodView.with_node)."""
+        """A copy assumed on `node` (PodInfo.with_node)."""
         return self.on(node)
 
     def on(self, node: str) -> FakePod:
@@ -67,7 +67,7 @@ class FakePod:
 
 
 class FakeNode:
-    """A minimal NodeState: cpu allocatable, labels, pods."""
+    """A minimal NodeInfo: cpu allocatable, labels, pods."""
 
     def __init__(self, obj: Mapping[str, Any]) -> None:
         self.obj = obj
@@ -210,8 +210,8 @@ def policy_set(*profiles: FakeProfile, generation: int = 1) -> CompiledPolicySet
     )
 
 
-def fake_pod_view(obj: Mapping[str, Any]) -> FakePod:
-    """PodView factory over raw pod dicts: cpu from the first container's request in millicores."""
+def fake_pod_info(obj: Mapping[str, Any]) -> FakePod:
+    """PodInfo factory over raw pod dicts: cpu from the first container's request in millicores."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -236,7 +236,7 @@ def fake_pod_view(obj: Mapping[str, Any]) -> FakePod:
 def pod_obj(
     name: str, cpu: str = "0", priority: int = 0, node: str = "", namespace: str = "default", **spec: Any
 ) -> dict[str, Any]:
-    """A raw pod dict readable by fake_pod_view and the real views."""
+    """A raw pod dict readable by fake_pod_info and the real views."""
     body: dict[str, Any] = {
         "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}],
         "priority": priority,

@@ -40,8 +40,8 @@ from tests.builders import (
 DEFAULT_POLICY = Path(__file__).resolve().parents[3] / "policies" / "default.policy"
 
 # Joins `default` in the `policyd` profile for pods with an `app` label. Exercises a pod-only let
-# (`tier`), a pod-only let calling the cluster view (`rackCounts`: its value moves as pods land, so
-# the group's verdicts must be dropped), a let calling the cluster view with `node` (`spreadHere`:
+# (`tier`), a pod-only let calling a cluster function (`rackCounts`: its value moves as pods land, so
+# the group's verdicts must be dropped), a let calling a cluster function with `node` (`spreadHere`:
 # such node results are never reused), a filter with a reason expression and a score on node labels.
 # `rackCounts` reads `pod.labels` itself: a let that reads another let is compiled as a per-node let
 # (codegen `_analyse_lets` counts the let name among its reads), even when both are pod-only.

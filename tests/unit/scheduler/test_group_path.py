@@ -150,7 +150,7 @@ def test_a_node_relabelled_between_two_pods_of_a_group_is_evaluated_again() -> N
 
 
 def test_a_pod_only_cluster_let_that_moves_drops_the_group_verdicts() -> None:
-    # RackCap reads `rackCounts` (a pod-only let over the cluster view): once two web pods
+    # RackCap reads `rackCounts` (a pod-only let over a cluster function): once two web pods
     # run in rack r0, the r0 node that took neither must fail although that node did not change
     nodes = [make_node(f"r0{x}", cpu="8", labels={"rack": "r0"}) for x in "abc"]
     nodes.append(make_node("r1a", cpu="4", labels={"rack": "r1"}))

@@ -1,4 +1,5 @@
-"""The indexed cluster view answers exactly as the reference walk, across snapshot changes."""
+"""The cluster functions (over the index's tables) answer exactly as the reference walk, across
+snapshot changes and preemption what-ifs."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyd.scheduler.cluster.cluster_index import ClusterIndex, cluster_view_factory
-from policyd.scheduler.cluster.cluster_view import ClusterView
+from policyd.scheduler.cluster.functions import ClusterFunctions
+from policyd.scheduler.cluster.tables import ClusterIndex
 from policyd.scheduler.snapshot import Snapshot
-from tests.unit.scheduler.cluster.test_cluster_view import _generations, _State
+from tests.unit.scheduler.cluster.reference import ReferenceCluster
+from tests.unit.scheduler.cluster.snapshots import NodeRow
+from tests.unit.scheduler.cluster.snapshots import generations as _generations
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -179,7 +182,7 @@ class Cluster:
         self._store(list(self.nodes), list(self.nodes))
 
     def _store(self, order: list[str] | None, changed: list[str]) -> None:
-        states = {name: (next(_generations), _State(name, self.nodes[name])) for name in changed}
+        states = {name: (next(_generations), NodeRow(name, self.nodes[name])) for name in changed}
         self.snapshot._store(order, states)  # type: ignore[arg-type]
 
     def change(self, name: str, **fields: Any) -> None:
@@ -222,23 +225,32 @@ def step(draw: st.DrawFn, cluster: Cluster) -> None:
         cluster.change(name)  # a new version, same content
 
 
-def _observe(view: ClusterView, pod: dict[str, Any], feasible: list[Any] | None) -> dict[str, Any]:
-    """Everything the cluster view tells about `pod`."""
-    nodes = list(view.nodes)
+def _observe(
+    functions: ClusterFunctions,
+    nodes: list[Any],
+    pod: dict[str, Any],
+    feasible: list[Any] | None,
+) -> dict[str, Any]:
+    """Everything the cluster functions tell about `pod` (`nodes`: the snapshot's node dicts)."""
     out: dict[str, Any] = {
-        "spread": view.topology_spread(pod, "DoNotSchedule"),
-        "spread-soft": view.topology_spread(pod, "ScheduleAnyway"),
-        "affinity": view.inter_pod_affinity(pod),
-        "images": [(view.image_node_count(i), view.image_size(i)) for i in ("i1", "i2", "i3", "i4")],
+        "spread": functions.topology_spread(pod, "DoNotSchedule"),
+        "spread-soft": functions.topology_spread(pod, "ScheduleAnyway"),
+        "affinity": functions.inter_pod_affinity(pod),
+        "images": [
+            (functions.image_node_count(i), functions.image_size(i)) for i in ("i1", "i2", "i3", "i4")
+        ],
     }
     # dict order of the spread counts follows the rows, as in the reference walk
     out["spread-order"] = [list(c["counts"]) for c in out["spread"] + out["spread-soft"]]
     if feasible is not None:
-        view.prescore(pod, feasible)
-    out["spread-score"] = [view.topology_spread_score(pod, n) for n in nodes]
-    out["spread-range"] = view.topology_spread_score_range(pod)
-    out["affinity-score"] = [view.inter_pod_affinity_score(pod, n) for n in nodes]
-    out["affinity-range"] = view.inter_pod_affinity_score_range(pod)
+        functions.prescore(pod, feasible)
+    out["spread-score"] = [functions.topology_spread_score(pod, n) for n in nodes]
+    out["spread-range"] = functions.topology_spread_score_range(pod)
+    out["affinity-score"] = [functions.inter_pod_affinity_score(pod, n) for n in nodes]
+    out["affinity-range"] = functions.inter_pod_affinity_score_range(pod)
+    out["domain-counts"] = [
+        list(functions.domain_counts(pod, key, {"app": app}).items()) for key in KEYS for app in APPS
+    ]
     return out
 
 
@@ -251,14 +263,14 @@ def _compare(
         feasible = None
         if nodes and data.draw(st.booleans()):
             feasible = data.draw(st.lists(st.sampled_from(nodes), unique_by=id))
-        expected = _observe(ClusterView(snapshot, namespaces), pod, feasible)
-        actual = _observe(ClusterView(snapshot, namespaces, index=index), pod, feasible)
+        expected = _observe(ReferenceCluster(snapshot, namespaces), nodes, pod, feasible)
+        actual = _observe(ClusterFunctions(snapshot, namespaces, index=index), nodes, pod, feasible)
         assert actual == expected
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_indexed_view_matches_reference_across_snapshot_changes(data: st.DataObject) -> None:
+def test_functions_match_the_reference_across_snapshot_changes(data: st.DataObject) -> None:
     names = [f"n{next(_generations)}" for _ in range(data.draw(st.integers(0, 5)))]
     cluster = Cluster([data.draw(a_node(name)) for name in names])
     index = ClusterIndex(max_tables=data.draw(st.sampled_from([3, 256])))
@@ -273,7 +285,19 @@ def test_indexed_view_matches_reference_across_snapshot_changes(data: st.DataObj
             # a preemption what-if: a derived snapshot with one row replaced (version -1)
             name = data.draw(st.sampled_from(list(cluster.nodes)))
             what_if = dict(cluster.nodes[name], pods=data.draw(st.lists(a_pod(), max_size=2)))
-            _compare(data, cluster.snapshot.replace(_State(name, what_if)), index, namespaces)  # type: ignore[arg-type]
+            _compare(data, cluster.snapshot.replace(NodeRow(name, what_if)), index, namespaces)  # type: ignore[arg-type]
+
+
+def _spreading_web(*skews: int) -> dict[str, Any]:
+    """An incoming pod with one zone constraint over app=web pods per max skew."""
+    constraints = [{"topologyKey": ZONE, "maxSkew": s, "labelSelector": {"matchLabels": WEB}} for s in skews]
+    return {
+        "name": "new",
+        "namespace": "d",
+        "uid": "u",
+        "labels": {},
+        "topologySpreadConstraints": constraints,
+    }
 
 
 def test_rows_are_recomputed_only_where_versions_changed() -> None:
@@ -286,19 +310,13 @@ def test_rows_are_recomputed_only_where_versions_changed() -> None:
         for i in range(10)
     ]
     cluster = Cluster(nodes)
-    make = cluster_view_factory()
-    incoming = {
-        "name": "new",
-        "namespace": "d",
-        "uid": "u",
-        "labels": {},
-        "topologySpreadConstraints": [
-            {"topologyKey": ZONE, "maxSkew": 1, "labelSelector": {"matchLabels": WEB}}
-        ],
-    }
-    view = make(cluster.snapshot)
-    assert view.topology_spread(incoming, "DoNotSchedule")[0]["counts"] == {"a": 5, "b": 5}
-    index = view._indexed._index  # type: ignore[union-attr]
+    index = ClusterIndex()
+
+    def make(snapshot: Snapshot) -> ClusterFunctions:
+        return ClusterFunctions(snapshot, index=index)
+
+    incoming = _spreading_web(1)
+    assert make(cluster.snapshot).topology_spread(incoming, "DoNotSchedule")[0]["counts"] == {"a": 5, "b": 5}
     before = index.rows_updated
     cluster.change("n3", pods=[*cluster.nodes["n3"]["pods"], {"name": "x", "namespace": "d", "labels": WEB}])
     assert make(cluster.snapshot).topology_spread(incoming, "DoNotSchedule")[0]["counts"] == {"a": 5, "b": 6}
@@ -308,8 +326,38 @@ def test_rows_are_recomputed_only_where_versions_changed() -> None:
     assert np.array_equal(index._tables[("domains", ZONE)].versions, cluster.snapshot.versions)  # type: ignore[attr-defined]
 
 
-def test_views_without_row_versions_use_the_reference_walk() -> None:
+def test_a_what_if_row_is_computed_once_per_binding() -> None:
+    nodes = [{"name": f"n{i}", "labels": {ZONE: "ab"[i % 2]}, "pods": []} for i in range(4)]
+    cluster = Cluster(nodes)
     index = ClusterIndex()
-    view = ClusterView([{"name": "n1", "labels": {}, "pods": []}], index=index)
-    assert view._indexed is None
-    assert view.with_nodes([]).node_count() == 0
+    incoming = _spreading_web(1, 2)
+    ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")
+    web = {"name": "x", "namespace": "d", "labels": WEB}
+    what_if = cluster.snapshot.replace(NodeRow("n1", dict(nodes[1], pods=[web])))  # type: ignore[arg-type]
+    before = index.rows_updated
+    functions = ClusterFunctions(what_if, index=index)
+    [first, second] = functions.topology_spread(incoming, "DoNotSchedule")
+    assert first["counts"] == second["counts"] == {"a": 0, "b": 1}
+    # the what-if row, once in each table used (domains, node-affinity mask, pod counts), not per use
+    assert index.rows_updated - before == 3
+    before = index.rows_updated
+    assert ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")[0][
+        "counts"
+    ] == {"a": 0, "b": 0}
+    assert index.rows_updated - before == 3  # the real row again
+
+
+def test_feasible_nodes_are_taken_by_name() -> None:
+    zone = {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}
+    incoming = {
+        "name": "new",
+        "namespace": "d",
+        "uid": "u",
+        "labels": WEB,
+        "topologySpreadConstraints": [zone],
+    }
+    nodes = [{"name": f"n{i}", "labels": {ZONE: "abc"[i]}, "pods": []} for i in range(3)]
+    functions = ClusterFunctions(Cluster(nodes).snapshot)  # no index: a fresh one of its own
+    functions.prescore(incoming, [dict(nodes[0]), {"name": "gone", "labels": {ZONE: "z"}}])
+    assert functions.topology_spread_score_range(incoming) == {"active": True, "min": 0, "max": 0}
+    assert [functions.topology_spread_score(incoming, n) for n in nodes] == [0, -1, -1]

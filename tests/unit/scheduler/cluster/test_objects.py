@@ -1,4 +1,4 @@
-"""Pod and node views at the cache boundary: effective requests, CEL dicts, incremental accounting."""
+"""PodInfo and NodeInfo at the cache boundary: effective requests, CEL dicts, incremental accounting."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from policyd.cel.values import Timestamp
 from policyd.errors import ClusterDataError
-from policyd.scheduler.cluster.views import (
-    NodeState,
-    PodView,
-    node_state,
+from policyd.scheduler.cluster.objects import (
+    NodeInfo,
+    PodInfo,
+    node_info,
     normalized_image_name,
-    parse_time,
-    pod_view,
+    pod_info,
 )
+from policyd.scheduler.cluster.projection import parse_time
 from tests.builders import (
     make_container,
     make_node,
@@ -40,7 +40,7 @@ _ALWAYS = ("cpu", "memory", "ephemeral-storage")
 
 
 def test_single_container_requests_in_policyd_units() -> None:
-    pv = pod_view(make_pod("p", cpu="500m", memory="1Gi"))
+    pv = pod_info(make_pod("p", cpu="500m", memory="1Gi"))
     assert pv.key == "default/p"
     assert pv.requests == {"cpu": 500, "memory": GI, "ephemeral-storage": 0}
     assert pv.cel["requests"] is pv.requests
@@ -48,7 +48,7 @@ def test_single_container_requests_in_policyd_units() -> None:
 
 
 def test_pod_without_requests_gets_scoring_defaults_only_in_non_zero() -> None:
-    pv = pod_view(make_pod("p", containers=[make_container("a"), make_container("b", cpu="0")]))
+    pv = pod_info(make_pod("p", containers=[make_container("a"), make_container("b", cpu="0")]))
     assert pv.requests == {"cpu": 0, "memory": 0, "ephemeral-storage": 0}
     # container a: both defaults; container b: explicit cpu 0 is kept, memory defaulted
     assert pv.non_zero_requests == {"cpu": 100, "memory": 2 * 200 * MI}
@@ -60,7 +60,7 @@ def test_containers_add_and_init_containers_take_the_max() -> None:
         containers=[make_container("a", "200m", "100Mi"), make_container("b", "300m", "100Mi")],
         init=[make_container("i1", "1", "50Mi"), make_container("i2", "100m", "1Gi")],
     )
-    pv = pod_view(pod)
+    pv = pod_info(pod)
     assert pv.requests["cpu"] == 1000
     assert pv.requests["memory"] == GI
 
@@ -77,14 +77,14 @@ def test_restartable_init_containers_follow_kep_753() -> None:
         ],
     )
     # steady state 100+200+300 = 600; i1 runs beside s1: 500+200 = 700 is the peak
-    assert pod_view(pod).requests["cpu"] == 700
+    assert pod_info(pod).requests["cpu"] == 700
     pod["spec"]["initContainers"][1]["resources"]["requests"]["cpu"] = "50m"
     # now the steady state dominates: i1 + s1 = 250, i2 + s1 + s2 = 600
-    assert pod_view(pod).requests["cpu"] == 600
+    assert pod_info(pod).requests["cpu"] == 600
 
 
 def test_overhead_is_added_to_requests_and_non_zero() -> None:
-    pv = pod_view(make_pod("p", cpu="1", overhead={"cpu": "250m", "memory": "120Mi"}))
+    pv = pod_info(make_pod("p", cpu="1", overhead={"cpu": "250m", "memory": "120Mi"}))
     assert pv.requests["cpu"] == 1250
     assert pv.requests["memory"] == 120 * MI
     assert pv.non_zero_requests == {"cpu": 1250, "memory": 200 * MI + 120 * MI}
@@ -98,21 +98,21 @@ def test_limits_stand_in_for_missing_requests_and_are_summed() -> None:
             make_container("b", cpu="100m", limits={"cpu": "1"}),
         ],
     )
-    pv = pod_view(pod)
+    pv = pod_info(pod)
     assert pv.requests["cpu"] == 2100
     assert pv.requests["memory"] == GI
     assert pv.cel["limits"] == {"cpu": 3000, "memory": GI}
 
 
 def test_extended_and_hugepages_resources_are_units_and_bytes() -> None:
-    pv = pod_view(make_pod("p", cpu="1", extended={"nvidia.com/gpu": 2, "hugepages-2Mi": "64Mi"}))
+    pv = pod_info(make_pod("p", cpu="1", extended={"nvidia.com/gpu": 2, "hugepages-2Mi": "64Mi"}))
     assert pv.requests["nvidia.com/gpu"] == 2
     assert pv.requests["hugepages-2Mi"] == 64 * MI
 
 
 def test_fractional_cpu_rounds_up_after_summing_exactly() -> None:
     pod = make_pod("p", containers=[make_container("a", "0.0005"), make_container("b", "0.0005")])
-    assert pod_view(pod).requests["cpu"] == 1
+    assert pod_info(pod).requests["cpu"] == 1
 
 
 def test_host_ports_default_ip_and_protocol_and_include_sidecars() -> None:
@@ -125,7 +125,7 @@ def test_host_ports_default_ip_and_protocol_and_include_sidecars() -> None:
         ],
         init=[make_sidecar("s", ports=[9090]), make_container("i", ports=[7070])],
     )
-    pv = pod_view(pod)
+    pv = pod_info(pod)
     assert pv.cel["hostPorts"] == [
         {"hostIP": "0.0.0.0", "hostPort": 8080, "protocol": "TCP"},
         {"hostIP": "10.0.0.1", "hostPort": 53, "protocol": "UDP"},
@@ -146,11 +146,11 @@ def test_host_ports_default_ip_and_protocol_and_include_sidecars() -> None:
 )
 def test_image_names_are_normalised(image: str, normalised: str) -> None:
     assert normalized_image_name(image) == normalised
-    assert pod_view(make_pod("p", image=image)).images == (normalised,)
+    assert pod_info(make_pod("p", image=image)).images == (normalised,)
 
 
 def test_defaults_of_scheduling_fields() -> None:
-    pv = pod_view(make_pod("p", namespace="ns1"))
+    pv = pod_info(make_pod("p", namespace="ns1"))
     assert (pv.priority, pv.scheduler_name, pv.preemption_policy) == (
         0,
         "default-scheduler",
@@ -168,7 +168,7 @@ def test_defaults_of_scheduling_fields() -> None:
 
 def test_scheduling_fields_are_read() -> None:
     aff = node_affinity(required=[[("zone", "In", ["a", "b"])]])
-    pv = pod_view(
+    pv = pod_info(
         make_pod(
             "p",
             priority=1000,
@@ -218,7 +218,7 @@ def test_scheduling_fields_are_read() -> None:
 )
 def test_timestamps_are_exact_nanoseconds(text: str, ns: int) -> None:
     assert parse_time(text) == ns
-    pv = pod_view(make_pod("p", creation=text))
+    pv = pod_info(make_pod("p", creation=text))
     assert pv.cel["creationTimestamp"] == Timestamp(ns)
     assert pv.creation_timestamp == ns / 10**9
 
@@ -226,13 +226,13 @@ def test_timestamps_are_exact_nanoseconds(text: str, ns: int) -> None:
 def test_yaml_datetimes_are_accepted() -> None:
     pod = make_pod("p")
     pod["metadata"]["creationTimestamp"] = datetime(2024, 1, 1)  # what yaml.safe_load produces
-    assert pod_view(pod).cel["creationTimestamp"].datetime() == datetime(2024, 1, 1, tzinfo=UTC)
+    assert pod_info(pod).cel["creationTimestamp"].datetime() == datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def test_namespace_defaults_and_raw_is_kept() -> None:
     pod = make_pod("p")
     del pod["metadata"]["namespace"]
-    pv = pod_view(pod)
+    pv = pod_info(pod)
     assert pv.key == "default/p" and pv.cel["metadata"]["namespace"] == "default"
     assert pv.raw is pod
 
@@ -241,13 +241,13 @@ def test_spec_quantities_stay_strings_and_unknown_fields_are_dropped() -> None:
     pod = make_pod("p", cpu="1")
     pod["spec"]["containers"][0]["resources"]["requests"]["memory"] = 1024  # a YAML integer
     pod["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["true"]}}
-    cel = pod_view(pod).cel
+    cel = pod_info(pod).cel
     assert cel["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1024"}
     assert "livenessProbe" not in cel["spec"]["containers"][0]
 
 
 def test_with_node_copies_without_touching_the_original() -> None:
-    pv = pod_view(make_pod("p", cpu="1"))
+    pv = pod_info(make_pod("p", cpu="1"))
     bound = pv.with_node("n1")
     assert bound.node_name == "n1" and bound.cel["nodeName"] == "n1"
     assert pv.node_name == "" and pv.cel["nodeName"] == ""
@@ -258,13 +258,13 @@ def test_missing_name_is_a_cluster_data_error() -> None:
     pod = make_pod("p")
     del pod["metadata"]["name"]
     with pytest.raises(ClusterDataError, match="metadata.name"):
-        pod_view(pod)
+        pod_info(pod)
 
 
 def test_malformed_quantity_names_object_and_field() -> None:
     pod = make_pod("p", cpu="lots", namespace="team")
     with pytest.raises(ClusterDataError) as info:
-        pod_view(pod)
+        pod_info(pod)
     msg = str(info.value)
     assert "team/p" in msg and "spec.containers[0].resources.requests.cpu" in msg and "lots" in msg
 
@@ -282,7 +282,7 @@ def test_wrongly_typed_fields_are_reported(path: tuple[str, str], value: Any, fr
     pod = make_pod("p")
     pod[path[0]][path[1]] = value
     with pytest.raises(ClusterDataError, match=fragment.replace(".", r"\.")):
-        pod_view(pod)
+        pod_info(pod)
 
 
 # ------------------------------------------------------------------------------------------ nodes
@@ -300,7 +300,7 @@ def test_node_state_reads_node_fields() -> None:
         extended={"nvidia.com/gpu": 4},
         unschedulable=True,
     )
-    ns = node_state(node)
+    ns = node_info(node)
     assert ns.allocatable == {
         "cpu": 3500,
         "memory": 16 * GI,
@@ -316,25 +316,25 @@ def test_node_state_reads_node_fields() -> None:
     assert cel["requested"]["pods"] == 0 and cel["requested"]["nvidia.com/gpu"] == 0
     assert cel["free"] == cel["allocatable"]
     assert cel["podCount"] == 0 and cel["pods"] == [] and cel["usedPorts"] == []
-    assert node_state(make_node("n2", ready=False)).cel["ready"] is False
+    assert node_info(make_node("n2", ready=False)).cel["ready"] is False
 
 
 def test_allocatable_falls_back_to_capacity() -> None:
     node = make_node("n1", cpu="2")
     del node["status"]["allocatable"]
-    assert node_state(node).cel["allocatable"]["cpu"] == 2000
+    assert node_info(node).cel["allocatable"]["cpu"] == 2000
 
 
 def test_bad_nodes_are_reported() -> None:
     node = make_node("n1")
     node["status"]["allocatable"]["memory"] = "8 GB"
     with pytest.raises(ClusterDataError, match=r"node n1: status\.allocatable\.memory"):
-        node_state(node)
+        node_info(node)
     with pytest.raises(ClusterDataError, match="metadata.name"):
-        node_state({"metadata": {}})
+        node_info({"metadata": {}})
 
 
-def _expected_allocation(ns: NodeState) -> dict[str, Any]:
+def _expected_allocation(ns: NodeInfo) -> dict[str, Any]:
     """Recompute the allocation part of a node's CEL dict from scratch."""
     requested = dict.fromkeys(ns.allocatable, 0)
     requested.update({"cpu": requested.get("cpu", 0), "memory": 0, "ephemeral-storage": 0})
@@ -357,7 +357,7 @@ def _expected_allocation(ns: NodeState) -> dict[str, Any]:
     }
 
 
-def _actual_allocation(ns: NodeState) -> dict[str, Any]:
+def _actual_allocation(ns: NodeInfo) -> dict[str, Any]:
     cel = ns.cel
     # a resource no pod requests any more may linger with 0 when the node does not offer it
     requested = {k: v for k, v in cel["requested"].items() if v or k in ns.allocatable or k in _ALWAYS}
@@ -371,13 +371,13 @@ def _actual_allocation(ns: NodeState) -> dict[str, Any]:
     }
 
 
-def _pod_pool() -> list[PodView]:
+def _pod_pool() -> list[PodInfo]:
     return [
-        pod_view(make_pod("a", cpu="500m", memory="1Gi", node_name="n1", ports=[80])),
-        pod_view(make_pod("b", cpu="1", extended={"nvidia.com/gpu": 1}, node_name="n1")),
-        pod_view(make_pod("c", node_name="n1", ports=[443, 80])),
-        pod_view(make_pod("d", cpu="250m", memory="64Mi", init=[make_container("i", "2")], node_name="n1")),
-        pod_view(make_pod("e", memory="2Gi", extended={"example.com/foo": 3}, node_name="n1")),
+        pod_info(make_pod("a", cpu="500m", memory="1Gi", node_name="n1", ports=[80])),
+        pod_info(make_pod("b", cpu="1", extended={"nvidia.com/gpu": 1}, node_name="n1")),
+        pod_info(make_pod("c", node_name="n1", ports=[443, 80])),
+        pod_info(make_pod("d", cpu="250m", memory="64Mi", init=[make_container("i", "2")], node_name="n1")),
+        pod_info(make_pod("e", memory="2Gi", extended={"example.com/foo": 3}, node_name="n1")),
     ]
 
 
@@ -385,7 +385,7 @@ def _pod_pool() -> list[PodView]:
 @given(st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=4)), max_size=25))
 def test_incremental_accounting_matches_a_rebuild(ops: list[tuple[bool, int]]) -> None:
     pool = _pod_pool()
-    ns = node_state(make_node("n1", extended={"nvidia.com/gpu": 2}))
+    ns = node_info(make_node("n1", extended={"nvidia.com/gpu": 2}))
     for add, i in ops:
         if add:
             ns.add_pod(pool[i])
@@ -396,9 +396,9 @@ def test_incremental_accounting_matches_a_rebuild(ops: list[tuple[bool, int]]) -
 
 
 def test_add_pod_twice_replaces_and_remove_reports_absence() -> None:
-    ns = node_state(make_node("n1"))
-    old = pod_view(make_pod("p", cpu="1", node_name="n1"))
-    new = pod_view(make_pod("p", cpu="2", node_name="n1"))
+    ns = node_info(make_node("n1"))
+    old = pod_info(make_pod("p", cpu="1", node_name="n1"))
+    new = pod_info(make_pod("p", cpu="2", node_name="n1"))
     ns.add_pod(old)
     ns.add_pod(new)
     assert ns.cel["requested"]["cpu"] == 2000 and ns.cel["podCount"] == 1
@@ -410,7 +410,7 @@ def test_add_pod_twice_replaces_and_remove_reports_absence() -> None:
 
 def test_clone_without_and_with_pods_leave_the_original_alone() -> None:
     pool = _pod_pool()
-    ns = node_state(make_node("n1", extended={"nvidia.com/gpu": 2}))
+    ns = node_info(make_node("n1", extended={"nvidia.com/gpu": 2}))
     for pv in pool[:3]:
         ns.add_pod(pv)
     before = _actual_allocation(ns)
@@ -425,9 +425,9 @@ def test_clone_without_and_with_pods_leave_the_original_alone() -> None:
 
 
 def test_update_node_keeps_pods_and_updates_in_place() -> None:
-    ns = node_state(make_node("n1", cpu="4"))
+    ns = node_info(make_node("n1", cpu="4"))
     cel = ns.cel
-    ns.add_pod(pod_view(make_pod("p", cpu="1", node_name="n1")))
+    ns.add_pod(pod_info(make_pod("p", cpu="1", node_name="n1")))
     ns.update_node(make_node("n1", cpu="8", labels={"tier": "gold"}, taints=[taint("t")]))
     assert ns.cel is cel
     assert cel["free"]["cpu"] == 7000 and cel["podCount"] == 1

@@ -1,30 +1,26 @@
-"""Cluster views: kube-scheduler's PodTopologySpread / InterPodAffinity / ImageLocality state."""
+"""The `cluster` functions: kube-scheduler's PodTopologySpread / InterPodAffinity / ImageLocality state."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from policyd.policy.cluster_decls import CLUSTER_TYPE, cluster_functions
-from policyd.scheduler.cluster.cluster_index import ClusterIndex
-from policyd.scheduler.cluster.cluster_view import (
-    ClusterView,
-    parse_label_selector,
-    required_node_affinity_matches,
-)
-from policyd.scheduler.snapshot import Snapshot
+from policyd.scheduler.cluster.functions import ClusterFunctions
+from policyd.scheduler.cluster.selectors import parse_label_selector, required_node_affinity_matches
+from policyd.scheduler.cluster.tables import ClusterIndex
+from tests.unit.scheduler.cluster.reference import ReferenceCluster
+from tests.unit.scheduler.cluster.snapshots import snapshot_of
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 
 
 def pod(name: str, ns: str = "default", labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
-    """A CEL-shaped pod dict with the fields the cluster view reads."""
+    """A CEL-shaped pod dict with the fields the cluster functions read."""
     return {"name": name, "namespace": ns, "uid": f"uid-{ns}-{name}", "labels": labels or {}, **extra}
 
 
@@ -52,35 +48,16 @@ def spread(key: str, skew: int = 1, when: str = "DoNotSchedule", **extra: Any) -
 
 WEB = {"app": "web"}
 
-_generations = itertools.count(1)
+ClusterFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterFunctions]
 
 
-@dataclass
-class _State:
-    """The parts of a node state a snapshot and the cluster view read."""
-
-    name: str
-    cel: Mapping[str, Any]
-
-
-def snapshot_of(nodes: Sequence[Mapping[str, Any]]) -> Snapshot:
-    """A snapshot whose rows are `nodes` (the same dicts), each at a fresh version."""
-    snap = Snapshot()
-    changed = {str(n["name"]): (next(_generations), _State(str(n["name"]), n)) for n in nodes}
-    snap._store([str(n["name"]) for n in nodes], changed)  # type: ignore[arg-type]
-    return snap
-
-
-ViewFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterView]
-
-
-@pytest.fixture(params=["walk", "indexed"])
-def make_view(request: pytest.FixtureRequest) -> ViewFactory:
-    """The reference view over node dicts, or an indexed view over a snapshot of them."""
-    if request.param == "walk":
-        return ClusterView
+@pytest.fixture(params=["reference", "product"])
+def make_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
+    """The reference walk over node dicts, or the product over a snapshot of them (one shared index)."""
+    if request.param == "reference":
+        return lambda nodes: ReferenceCluster(snapshot_of(nodes))
     index = ClusterIndex()
-    return lambda nodes: ClusterView(snapshot_of(nodes), index=index)
+    return lambda nodes: ClusterFunctions(snapshot_of(nodes), index=index)
 
 
 def test_selector_nil_matches_nothing_and_empty_matches_everything() -> None:
@@ -115,32 +92,34 @@ def test_required_node_affinity_gt_lt_and_match_fields() -> None:
     assert not required_node_affinity_matches(p2, node("n2"))
 
 
-def test_spread_filter_counts_per_domain_and_global_minimum(make_view: ViewFactory) -> None:
+def test_spread_filter_counts_per_domain_and_global_minimum(make_cluster: ClusterFactory) -> None:
     nodes = [
         node("n1", "a", [pod("w1", labels=WEB), pod("w2", labels=WEB), pod("other", labels={"app": "db"})]),
         node("n2", "b", [pod("w3", labels=WEB), pod("w4", ns="other", labels=WEB)]),
         node("n3", "b", [pod("w5", labels=WEB, deleting=True)]),
         node("n4", None, [pod("w6", labels=WEB)]),
     ]
-    view = make_view(nodes)
+    cluster = make_cluster(nodes)
     incoming = pod("new", labels=WEB, topologySpreadConstraints=[spread(ZONE)])
-    [c] = view.topology_spread(incoming, "DoNotSchedule")
+    [c] = cluster.topology_spread(incoming, "DoNotSchedule")
     assert c["counts"] == {"a": 2, "b": 1}
     assert (c["minMatch"], c["selfMatch"], c["domains"], c["maxSkew"]) == (1, 1, 2, 1)
-    assert view.topology_spread(incoming, "ScheduleAnyway") == []
-    assert view.topology_spread(incoming, "DoNotSchedule") is view.topology_spread(incoming, "DoNotSchedule")
+    assert cluster.topology_spread(incoming, "ScheduleAnyway") == []
+    assert cluster.topology_spread(incoming, "DoNotSchedule") is cluster.topology_spread(
+        incoming, "DoNotSchedule"
+    )
 
 
-def test_spread_min_domains_forces_global_minimum_zero(make_view: ViewFactory) -> None:
+def test_spread_min_domains_forces_global_minimum_zero(make_cluster: ClusterFactory) -> None:
     nodes = [node("n1", "a", [pod("w1", labels=WEB)]), node("n2", "b", [pod("w2", labels=WEB)])]
     incoming = pod("new", labels={"app": "x"}, topologySpreadConstraints=[spread(ZONE, minDomains=3)])
-    [c] = make_view(nodes).topology_spread(incoming, "DoNotSchedule")
+    [c] = make_cluster(nodes).topology_spread(incoming, "DoNotSchedule")
     assert (c["minMatch"], c["selfMatch"]) == (0, 0)
     incoming2 = pod("new2", labels={"app": "x"}, topologySpreadConstraints=[spread(ZONE, minDomains=2)])
-    assert make_view(nodes).topology_spread(incoming2, "DoNotSchedule")[0]["minMatch"] == 1
+    assert make_cluster(nodes).topology_spread(incoming2, "DoNotSchedule")[0]["minMatch"] == 1
 
 
-def test_spread_honors_node_affinity_and_match_label_keys(make_view: ViewFactory) -> None:
+def test_spread_honors_node_affinity_and_match_label_keys(make_cluster: ClusterFactory) -> None:
     nodes = [
         node("n1", "a", [pod("w1", labels={"app": "web", "v": "1"})], labels={"pool": "x"}),
         node("n2", "b", [pod("w2", labels={"app": "web", "v": "2"})], labels={"pool": "y"}),
@@ -150,47 +129,47 @@ def test_spread_honors_node_affinity_and_match_label_keys(make_view: ViewFactory
     incoming = pod(
         "new", labels={"app": "web", "v": "2"}, nodeSelector={"pool": "x"}, topologySpreadConstraints=[c]
     )
-    [state] = make_view(nodes).topology_spread(incoming, "DoNotSchedule")
+    [state] = make_cluster(nodes).topology_spread(incoming, "DoNotSchedule")
     assert state["counts"] == {"a": 0, "c": 1}
     c_ignore = dict(c, nodeAffinityPolicy="Ignore")
     incoming2 = dict(incoming, topologySpreadConstraints=[c_ignore], uid="u2")
-    assert make_view(nodes).topology_spread(incoming2, "DoNotSchedule")[0]["counts"] == {
+    assert make_cluster(nodes).topology_spread(incoming2, "DoNotSchedule")[0]["counts"] == {
         "a": 0,
         "b": 1,
         "c": 1,
     }
 
 
-def test_system_default_constraints_only_for_controller_owned_pods(make_view: ViewFactory) -> None:
+def test_system_default_constraints_only_for_controller_owned_pods(make_cluster: ClusterFactory) -> None:
     nodes = [node("n1", "a", [pod("r1", ownerKey="ReplicaSet/web")]), node("n2", "b")]
-    view = make_view(nodes)
-    assert view.topology_spread_score_range(pod("bare")) == {"active": False, "min": 0, "max": 0}
+    cluster = make_cluster(nodes)
+    assert cluster.topology_spread_score_range(pod("bare")) == {"active": False, "min": 0, "max": 0}
     owned = pod("r2", ownerKey="ReplicaSet/web")
-    assert view.topology_spread(owned, "DoNotSchedule") == []
+    assert cluster.topology_spread(owned, "DoNotSchedule") == []
     # zone weight log(2+2), hostname weight log(2+2); maxSkew-1 added per constraint (4 + 2)
     w = math.log(4)
-    assert view.topology_spread_score(owned, nodes[0]) == math.floor(1 * w + 4 + 1 * w + 2 + 0.5)
-    assert view.topology_spread_score(owned, nodes[1]) == 6
-    assert view.topology_spread_score_range(owned) == {"active": True, "min": 6, "max": 9}
+    assert cluster.topology_spread_score(owned, nodes[0]) == math.floor(1 * w + 4 + 1 * w + 2 + 0.5)
+    assert cluster.topology_spread_score(owned, nodes[1]) == 6
+    assert cluster.topology_spread_score_range(owned) == {"active": True, "min": 6, "max": 9}
 
 
-def test_spread_score_ignores_nodes_missing_keys_and_uses_feasible_set(make_view: ViewFactory) -> None:
+def test_spread_score_ignores_nodes_missing_keys_and_uses_feasible_set(make_cluster: ClusterFactory) -> None:
     nodes = [
         node("n1", "a", [pod("w1", labels=WEB), pod("w2", labels=WEB)]),
         node("n2", "b", [pod("w3", labels=WEB)]),
         node("n3", "b"),
         node("n4", None),
     ]
-    view = make_view(nodes)
+    cluster = make_cluster(nodes)
     incoming = pod("new", labels=WEB, topologySpreadConstraints=[spread(ZONE, when="ScheduleAnyway")])
     w = math.log(2 + 2)  # two zones among feasible nodes
-    assert view.topology_spread_score(incoming, nodes[0]) == round(2 * w)
-    assert view.topology_spread_score(incoming, nodes[2]) == round(1 * w)
-    assert view.topology_spread_score(incoming, nodes[3]) == -1
-    view.prescore(incoming, nodes[1:3])
+    assert cluster.topology_spread_score(incoming, nodes[0]) == round(2 * w)
+    assert cluster.topology_spread_score(incoming, nodes[2]) == round(1 * w)
+    assert cluster.topology_spread_score(incoming, nodes[3]) == -1
+    cluster.prescore(incoming, nodes[1:3])
     w1 = math.log(1 + 2)
-    assert view.topology_spread_score(incoming, nodes[1]) == round(1 * w1)
-    assert view.topology_spread_score_range(incoming) == {"active": True, "min": 1, "max": 1}
+    assert cluster.topology_spread_score(incoming, nodes[1]) == round(1 * w1)
+    assert cluster.topology_spread_score_range(incoming) == {"active": True, "min": 1, "max": 1}
 
 
 def _anti(key: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -201,31 +180,31 @@ def _anti(key: str, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def test_inter_pod_affinity_required_counts_and_self_match(make_view: ViewFactory) -> None:
+def test_inter_pod_affinity_required_counts_and_self_match(make_cluster: ClusterFactory) -> None:
     nodes = [node("n1", "a", [pod("db", labels={"app": "db"})]), node("n2", "b")]
-    view = make_view(nodes)
+    cluster = make_cluster(nodes)
     wants_db = pod("web", labels=WEB, affinity={"podAffinity": _anti(ZONE, {"app": "db"})})
-    state = view.inter_pod_affinity(wants_db)
+    state = cluster.inter_pod_affinity(wants_db)
     assert state["required"] == [{"topologyKey": ZONE, "counts": {"a": 1}}]
     assert state["anyMatch"] and not state["selfMatch"]
     first = pod("web1", labels=WEB, affinity={"podAffinity": _anti(ZONE, WEB)})
-    state = view.inter_pod_affinity(first)
+    state = cluster.inter_pod_affinity(first)
     assert state["required"] == [{"topologyKey": ZONE, "counts": {}}]
     assert not state["anyMatch"] and state["selfMatch"]
 
 
-def test_inter_pod_anti_affinity_and_symmetry(make_view: ViewFactory) -> None:
+def test_inter_pod_anti_affinity_and_symmetry(make_cluster: ClusterFactory) -> None:
     guard = pod("guard", labels={"app": "guard"}, affinity={"podAntiAffinity": _anti(HOST, WEB)})
     nodes = [node("n1", "a", [guard]), node("n2", "a", [pod("w", labels=WEB)])]
-    view = make_view(nodes)
-    state = view.inter_pod_affinity(pod("web", labels=WEB))
+    cluster = make_cluster(nodes)
+    state = cluster.inter_pod_affinity(pod("web", labels=WEB))
     assert state["existingAnti"] == {HOST: {"n1": 1}}
-    assert view.inter_pod_affinity(pod("web", ns="other", labels=WEB, uid="x"))["existingAnti"] == {}
+    assert cluster.inter_pod_affinity(pod("web", ns="other", labels=WEB, uid="x"))["existingAnti"] == {}
     loner = pod("loner", labels={"app": "l"}, affinity={"podAntiAffinity": _anti(ZONE, WEB)})
-    assert view.inter_pod_affinity(loner)["anti"] == [{"topologyKey": ZONE, "counts": {"a": 1}}]
+    assert cluster.inter_pod_affinity(loner)["anti"] == [{"topologyKey": ZONE, "counts": {"a": 1}}]
 
 
-def test_inter_pod_affinity_score_includes_existing_pods_terms(make_view: ViewFactory) -> None:
+def test_inter_pod_affinity_score_includes_existing_pods_terms(make_cluster: ClusterFactory) -> None:
     pref = {
         "preferredDuringSchedulingIgnoredDuringExecution": [
             {
@@ -254,41 +233,45 @@ def test_inter_pod_affinity_score_includes_existing_pods_terms(make_view: ViewFa
         ),
         node("n3", "b"),
     ]
-    view = make_view(nodes)
+    cluster = make_cluster(nodes)
     incoming = pod("web", labels=WEB, affinity={"podAffinity": pref})
-    scores = [view.inter_pod_affinity_score(incoming, n) for n in nodes]
+    scores = [cluster.inter_pod_affinity_score(incoming, n) for n in nodes]
     assert scores == [10, -7 + 1, 0]
-    assert view.inter_pod_affinity_score_range(incoming) == {"active": True, "min": -6, "max": 10}
+    assert cluster.inter_pod_affinity_score_range(incoming) == {"active": True, "min": -6, "max": 10}
     plain = pod("plain", labels={"app": "none"})
-    assert view.inter_pod_affinity_score_range(plain)["active"] is False
+    assert cluster.inter_pod_affinity_score_range(plain)["active"] is False
 
 
-def test_image_counts_and_sizes(make_view: ViewFactory) -> None:
+def test_image_counts_and_sizes(make_cluster: ClusterFactory) -> None:
     nodes = [
         node("n1", images={"nginx:1.25": 100, "redis:7": 50}),
         node("n2", images={"nginx:1.25": 120}),
         node("n3"),
     ]
-    view = make_view(nodes)
-    assert (view.node_count(), view.image_node_count("nginx:1.25"), view.image_size("nginx:1.25")) == (
+    cluster = make_cluster(nodes)
+    assert (
+        cluster.node_count(),
+        cluster.image_node_count("nginx:1.25"),
+        cluster.image_size("nginx:1.25"),
+    ) == (
         3,
         2,
         100,
     )
-    assert view.image_node_count("absent:1") == 0
+    assert cluster.image_node_count("absent:1") == 0
 
 
-def test_domain_counts_include_empty_domains(make_view: ViewFactory) -> None:
+def test_domain_counts_include_empty_domains(make_cluster: ClusterFactory) -> None:
     nodes = [node("n1", "a", [pod("t", labels={"team": "x"})]), node("n2", "b"), node("n3", None)]
-    counts = make_view(nodes).domain_counts(pod("new"), ZONE, {"team": "x"})
+    counts = make_cluster(nodes).domain_counts(pod("new"), ZONE, {"team": "x"})
     assert counts == {"a": 1, "b": 0}
 
 
-def test_declarations_call_view_methods(make_view: ViewFactory) -> None:
+def test_declarations_call_the_methods(make_cluster: ClusterFactory) -> None:
     fns = cluster_functions()
-    view = make_view([node("n1", images={"x:1": 5})])
+    cluster = make_cluster([node("n1", images={"x:1": 5})])
     [ov] = fns["imageNodeCount"].overloads
     assert ov.member and ov.params[0] == CLUSTER_TYPE
-    assert ov.impl is not None and ov.impl(view, "x:1") == 1
+    assert ov.impl is not None and ov.impl(cluster, "x:1") == 1
     [spread_ov] = fns["topologySpread"].overloads
-    assert spread_ov.impl is not None and spread_ov.impl(view, pod("p"), "DoNotSchedule") == []
+    assert spread_ov.impl is not None and spread_ov.impl(cluster, pod("p"), "DoNotSchedule") == []

@@ -1,4 +1,4 @@
-"""`pod_view_update` derives the same view `pod_view` converts, for every kind of pod update."""
+"""`pod_info_update` derives the same PodInfo `pod_info` converts, for every kind of pod update."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from policyd.scheduler.cluster.views import PodView, pod_view, pod_view_update
+from policyd.scheduler.cluster.objects import PodInfo, pod_info, pod_info_update
 
 BASE: dict[str, Any] = {
     "metadata": {
@@ -69,8 +69,8 @@ def _deleting(obj: dict[str, Any]) -> None:
     obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
 
 
-def _same_view(a: PodView, b: PodView) -> None:
-    for f in fields(PodView):
+def _same_info(a: PodInfo, b: PodInfo) -> None:
+    for f in fields(PodInfo):
         if f.name != "raw":
             assert getattr(a, f.name) == getattr(b, f.name), f.name
     assert a.raw is not None and b.raw is not None
@@ -78,27 +78,27 @@ def _same_view(a: PodView, b: PodView) -> None:
 
 @pytest.mark.parametrize("change", [_bound, _nominated, _running, _no_rv, _relabelled, _resized, _deleting])
 def test_update_equals_fresh_conversion(change: Any) -> None:
-    prev = pod_view(BASE)
+    prev = pod_info(BASE)
     new = copy.deepcopy(BASE)
     change(new)
-    derived = pod_view_update(prev, new)
-    _same_view(derived, pod_view(new))
+    derived = pod_info_update(prev, new)
+    _same_info(derived, pod_info(new))
     assert derived.raw is new
 
 
-def test_assumed_view_is_a_valid_base() -> None:
+def test_assumed_pod_info_is_a_valid_base() -> None:
     """The cache holds `with_node` copies of queued pods; updates derive from them too."""
-    prev = pod_view(BASE).with_node("n1")
+    prev = pod_info(BASE).with_node("n1")
     new = copy.deepcopy(BASE)
     _bound(new)
-    _same_view(pod_view_update(prev, new), pod_view(new))
+    _same_info(pod_info_update(prev, new), pod_info(new))
 
 
-def test_derived_view_does_not_share_mutable_parts() -> None:
-    prev = pod_view(BASE)
+def test_derived_pod_info_does_not_share_mutable_parts() -> None:
+    prev = pod_info(BASE)
     new = copy.deepcopy(BASE)
     _bound(new)
-    derived = pod_view_update(prev, new)
+    derived = pod_info_update(prev, new)
     assert derived.cel["spec"] is not prev.cel["spec"]
     assert "nodeName" not in prev.cel["spec"]
     assert prev.cel["metadata"]["resourceVersion"] == "10"

@@ -1,0 +1,208 @@
+"""The `cluster` CEL variable: the functions of `policyd.policy.cluster_decls` for one scheduling cycle.
+
+`ClusterFunctions` wraps the snapshot of one cycle (or a derived what-if snapshot of preemption).
+Everything that depends on the pod is computed once per pod (kube-scheduler's PreFilter / PreScore
+state, over the per-row tables of a `ClusterIndex` kept across cycles) and memoised, so the per-node
+part of a policy expression is a few dict lookups. The semantics mirror kube-scheduler's
+PodTopologySpread, InterPodAffinity and ImageLocality plugins; docs/DESIGN.md ("The cluster
+functions") lists the approximations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from policyd.scheduler.cluster import affinity, spread
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity, namespace_labels
+from policyd.scheduler.cluster.selectors import CelObject, labels_of
+from policyd.scheduler.cluster.spread_constraints import SCHEDULE_ANYWAY, spread_constraints
+from policyd.scheduler.cluster.tables import (
+    DEFAULT_MAX_TABLES,
+    ClusterIndex,
+    DomainSums,
+    IntpArray,
+    SnapshotRows,
+    SnapshotTables,
+)
+
+PodKey = tuple[str, str, str]
+T = TypeVar("T")
+# memo entries that depend on the feasible nodes (dropped by `prescore`)
+_PRESCORE_DEPENDENT = ("spread-score", "affinity-score")
+
+
+class ClusterSnapshot(SnapshotRows, Protocol):
+    """What the cluster functions read of a snapshot (policyd.scheduler.snapshot.Snapshot)."""
+
+    def has_pods_with_affinity(self) -> bool:
+        """True when some pod on some node has inter-pod (anti-)affinity terms."""
+        ...
+
+
+def _pod_key(pod: CelObject) -> PodKey:
+    return (str(pod.get("namespace", "")), str(pod.get("name", "")), str(pod.get("uid", "")))
+
+
+class ClusterFunctions:
+    """The `cluster` CEL variable for one scheduling cycle over one snapshot."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        index: ClusterIndex | None = None,
+    ) -> None:
+        """`index`: the scheduler's, kept across cycles (None: a fresh one for this snapshot alone)."""
+        self._snapshot = snapshot
+        self._namespace_labels = namespace_labels or {}
+        self._index = index if index is not None else ClusterIndex()
+        self._tables: SnapshotTables | None = None  # bound on first use
+        self._memo_by_pod: dict[PodKey, dict[Any, Any]] = {}
+        self._feasible: dict[PodKey, list[CelObject]] = {}
+        # False only when the snapshot says no pod on any node has inter-pod (anti-)affinity terms
+        self._any_affinity = snapshot.has_pods_with_affinity()
+
+    def _bound(self) -> SnapshotTables:
+        if self._tables is None:
+            self._tables = self._index.bind(self._snapshot, self._namespace_labels)
+        return self._tables
+
+    def _memo(self, pod: CelObject, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
+        memo = self._memo_by_pod.setdefault(_pod_key(pod), {})
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]  # type: ignore[no-any-return]
+
+    def _prescored(self, pod: CelObject) -> Sequence[CelObject] | None:
+        """The feasible nodes `prescore` gave for `pod` (None: every node)."""
+        return self._feasible.get(_pod_key(pod))
+
+    def _feasible_rows(self, pod: CelObject) -> IntpArray:
+        return self._bound().rows_of(self._prescored(pod))
+
+    def _no_affinity_anywhere(self, pod: CelObject) -> bool:
+        """Neither the pod nor any pod in the snapshot has inter-pod (anti-)affinity terms."""
+        return not self._any_affinity and not has_pod_affinity(pod)
+
+    def prescore(self, pod: CelObject, feasible: Sequence[CelObject]) -> None:
+        """Tell which of the snapshot's nodes passed the filters for `pod` (kube-scheduler PreScore input).
+
+        Nodes are taken by name; without this call every node of the snapshot counts as feasible.
+        """
+        key = _pod_key(pod)
+        self._feasible[key] = list(feasible)
+        memo = self._memo_by_pod.get(key)
+        if memo is not None:
+            for k in [k for k in memo if k[0] in _PRESCORE_DEPENDENT]:
+                del memo[k]
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """Labels of a namespace (known Namespace objects, else the automatic name label)."""
+        return namespace_labels(self._namespace_labels, namespace)
+
+    # -- general ------------------------------------------------------------------------------
+
+    def node_count(self) -> int:
+        """Number of nodes in the cycle's snapshot."""
+        return len(self._snapshot.cels())
+
+    def domain_counts(self, pod: CelObject, topology_key: str, labels: Mapping[str, str]) -> dict[str, int]:
+        """Per value of `topology_key`: pods in the pod's namespace carrying all `labels` (0 included)."""
+        sel = tuple(sorted(labels.items()))
+
+        def compute() -> dict[str, int]:
+            tables = self._bound()
+            ns = pod.get("namespace")
+
+            def counted(p: CelObject) -> bool:
+                if p.get("namespace") != ns or p.get("deleting"):
+                    return False
+                pod_labels = labels_of(p)
+                return all(pod_labels.get(k) == v for k, v in sel)
+
+            counts = tables.pod_counts(("domain-count", ns, sel), counted)
+            domains = tables.domains(topology_key)
+            rows = np.flatnonzero(domains.codes >= 0)
+            sums = DomainSums(tables.n)
+            sums.add(domains, rows, counts[rows])
+            return sums.counts(topology_key)
+
+        return self._memo(pod, ("domain-counts", topology_key, sel), compute)
+
+    # -- ImageLocality ------------------------------------------------------------------------
+
+    def image_node_count(self, image: str) -> int:
+        """Number of nodes that have `image` (ImageStateSummary.NumNodes)."""
+        return self._bound().image(image)[0]
+
+    def image_size(self, image: str) -> int:
+        """Size in bytes kube-scheduler attributes to `image` (first node reporting it)."""
+        return self._bound().image(image)[1]
+
+    # -- PodTopologySpread --------------------------------------------------------------------
+
+    def topology_spread(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
+        """The pod's constraints of one kind with their domain counts (PreFilter state)."""
+        return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))
+
+    def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
+        if not spread_constraints(pod, when)[0]:
+            return []  # nothing to count (and no tables to bring up to date)
+        return spread.filter_state(self._bound(), pod, when)
+
+    def topology_spread_score(self, pod: CelObject, node: CelObject) -> int:
+        """Raw PodTopologySpread score of a feasible node (rounded); -1 when the node is ignored."""
+        state = self._memo(pod, ("spread-score",), lambda: self._spread_score_state(pod))
+        return state["scores"].get(str(node.get("name", "")), -1)  # type: ignore[no-any-return]
+
+    def topology_spread_score_range(self, pod: CelObject) -> dict[str, Any]:
+        """`{active, min, max}` of raw scores over non-ignored feasible nodes (NormalizeScore input)."""
+        state = self._memo(pod, ("spread-score",), lambda: self._spread_score_state(pod))
+        return state["range"]  # type: ignore[no-any-return]
+
+    def _spread_score_state(self, pod: CelObject) -> dict[str, Any]:
+        if not spread_constraints(pod, SCHEDULE_ANYWAY)[0]:
+            return spread.inactive_score_state()
+        return spread.score_state(self._bound(), pod, self._feasible_rows(pod))
+
+    # -- InterPodAffinity ---------------------------------------------------------------------
+
+    def inter_pod_affinity(self, pod: CelObject) -> dict[str, Any]:
+        """Required (anti-)affinity state of the pod (kube-scheduler InterPodAffinity PreFilter)."""
+        return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))
+
+    def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._no_affinity_anywhere(pod):
+            return affinity.empty_filter_state()
+        return affinity.filter_state(self._bound(), pod)
+
+    def inter_pod_affinity_score(self, pod: CelObject, node: CelObject) -> int:
+        """Raw InterPodAffinity score of a node (sum of its domains' accumulated term weights)."""
+        state = self._memo(pod, ("affinity-score",), lambda: self._affinity_score_state(pod))
+        labels = labels_of(node)
+        return sum(values.get(labels[key], 0) for key, values in state["topology"].items() if key in labels)
+
+    def inter_pod_affinity_score_range(self, pod: CelObject) -> dict[str, Any]:
+        """`{active, min, max}` of raw scores over the feasible nodes (NormalizeScore input)."""
+        state = self._memo(pod, ("affinity-score",), lambda: self._affinity_score_state(pod))
+        return state["range"]  # type: ignore[no-any-return]
+
+    def _affinity_score_state(self, pod: CelObject) -> dict[str, Any]:
+        if self._no_affinity_anywhere(pod):
+            return affinity.empty_score_state()
+        return affinity.score_state(self._bound(), pod, self._feasible_rows(pod))
+
+
+def cluster_functions_factory(
+    max_tables: int = DEFAULT_MAX_TABLES,
+) -> Callable[[ClusterSnapshot], ClusterFunctions]:
+    """A `ClusterFunctions` factory for one scheduler: all share one long-lived `ClusterIndex`."""
+    index = ClusterIndex(max_tables)
+
+    def make(snapshot: ClusterSnapshot) -> ClusterFunctions:
+        return ClusterFunctions(snapshot, index=index)
+
+    return make

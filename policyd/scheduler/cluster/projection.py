@@ -1,0 +1,156 @@
+"""Raw Kubernetes API values onto the declared CEL shapes (policyd.policy.k8s_types), and RFC 3339 times.
+
+Part of the cache boundary (policyd.scheduler.cluster.objects): a value that does not fit its declared
+type raises `ClusterDataError` with the path of the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from policyd.cel.types import TIMESTAMP, CelType, ListType, MapType, ObjectType, PrimitiveType
+from policyd.cel.values import Timestamp
+from policyd.errors import CelEvalError, ClusterDataError
+
+NANOS = 1_000_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+_TIME_RE = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:\d{2})"
+)
+
+
+def parse_time(text: str) -> int:
+    """Parse an RFC 3339 timestamp (as Kubernetes writes them) to nanoseconds since the epoch."""
+    m = _TIME_RE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(f"invalid RFC 3339 timestamp {text!r}")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    try:
+        dt = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+    except ValueError as e:
+        raise ValueError(f"invalid RFC 3339 timestamp {text!r}: {e}") from None
+    tz = m.group(8)
+    if tz not in ("Z", "z"):
+        sign = 1 if tz[0] == "+" else -1
+        dt -= sign * timedelta(hours=int(tz[1:3]), minutes=int(tz[4:6]))
+    nanos = int((m.group(7) or "").ljust(9, "0"))
+    return (dt - _EPOCH) // timedelta(seconds=1) * NANOS + nanos
+
+
+def _datetime_ns(dt: datetime) -> int:
+    """Nanoseconds since the epoch of a datetime (naive ones, as YAML loaders produce, are UTC)."""
+    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
+    return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def cel_timestamp(ns: int) -> Timestamp:
+    """The CEL runtime value of a timestamp given in nanoseconds since the epoch."""
+    return Timestamp(ns)
+
+
+class _Mismatch(Exception):
+    """A value does not fit its declared type; `path` is filled in while unwinding."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: list[str] = []
+
+
+def project(value: Any, t: CelType, where: str) -> Any:
+    """Convert a raw JSON value to the runtime representation of declared type `t`."""
+    try:
+        return _convert(value, t)
+    except _Mismatch as e:
+        raise ClusterDataError(f"{where}{''.join(reversed(e.path))}: {e.message}") from None
+
+
+def _convert(value: Any, t: CelType) -> Any:
+    """`project` without error context (added by the caller while unwinding)."""
+    if isinstance(t, PrimitiveType):
+        name = t.name
+        if name == "string":
+            if isinstance(value, str):
+                return value
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            if isinstance(value, int | float):
+                return str(value)
+            raise _Mismatch(f"expected a string, got {type(value).__name__}")
+        if name == "int":
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise _Mismatch(f"expected an integer, got {value!r}")
+        if name == "bool":
+            if isinstance(value, bool):
+                return value
+            raise _Mismatch(f"expected a boolean, got {value!r}")
+        if t == TIMESTAMP:
+            if isinstance(value, datetime):
+                return cel_timestamp(_datetime_ns(value))
+            if not isinstance(value, str):
+                raise _Mismatch(f"expected an RFC 3339 timestamp, got {value!r}")
+            try:
+                return cel_timestamp(parse_time(value))
+            except (ValueError, CelEvalError) as e:
+                raise _Mismatch(str(e)) from None
+        return value
+    if isinstance(t, ObjectType):
+        if type(value) is not dict and not isinstance(value, Mapping):
+            raise _Mismatch(f"expected an object, got {type(value).__name__}")
+        out: dict[str, Any] = {}
+        for key, v in value.items():
+            if v is None:
+                continue
+            ft = t.fields.get(key)
+            if ft is not None:
+                try:
+                    out[key] = _convert(v, ft)
+                except _Mismatch as e:
+                    e.path.append(f".{key}")
+                    raise
+        return out
+    if isinstance(t, ListType):
+        if type(value) is not list and not isinstance(value, list | tuple):
+            raise _Mismatch(f"expected a list, got {type(value).__name__}")
+        elem = t.elem
+        items: list[Any] = []
+        for i, v in enumerate(value):
+            if v is None:
+                continue
+            try:
+                items.append(_convert(v, elem))
+            except _Mismatch as e:
+                e.path.append(f"[{i}]")
+                raise
+        return items
+    if isinstance(t, MapType):
+        if type(value) is not dict and not isinstance(value, Mapping):
+            raise _Mismatch(f"expected a map, got {type(value).__name__}")
+        entries: dict[Any, Any] = {}
+        for k, v in value.items():
+            if v is None:
+                continue
+            try:
+                entries[_convert(k, t.key)] = _convert(v, t.value)
+            except _Mismatch as e:
+                e.path.append(f".{k}")
+                raise
+        return entries
+    return value  # dyn: as is
+
+
+def mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """`value` as a mapping; None reads as empty."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ClusterDataError(f"{where}: expected an object, got {type(value).__name__}")
+    return value

@@ -1,0 +1,158 @@
+"""A pod's resource requests as kube-scheduler counts them (effective requests, non-zero requests, limits).
+
+Quantities are parsed exactly and scaled to policyd's integer units (cpu in millicores, else units).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from policyd.errors import ClusterDataError
+from policyd.quantity import QuantityError, parse_quantity, to_int, to_milli
+from policyd.scheduler.cluster.projection import mapping
+
+# kube-scheduler's scoring defaults for containers without cpu/memory requests (GetNonzeroRequests).
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+_NON_ZERO_DEFAULTS = {
+    "cpu": Fraction(DEFAULT_MILLI_CPU_REQUEST, 1000),
+    "memory": Fraction(DEFAULT_MEMORY_REQUEST),
+}
+# resources every pod's requests and every node's `requested` carry (0 when not requested)
+ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage")
+
+
+def resource_value(name: str, q: Fraction) -> int:
+    """The integer policyd uses for a quantity of resource `name` (cpu: millicores, else units)."""
+    return to_milli(q) if name == "cpu" else to_int(q)
+
+
+def quantities(raw: Any, where: str) -> dict[str, Fraction]:
+    """A ResourceList (name -> quantity) parsed exactly."""
+    out: dict[str, Fraction] = {}
+    for name, q in mapping(raw, where).items():
+        if q is None:
+            continue
+        try:
+            out[str(name)] = parse_quantity(q)
+        except QuantityError as e:
+            raise ClusterDataError(f"{where}.{name}: {e}") from None
+    return out
+
+
+def to_ints(parsed: Mapping[str, Fraction]) -> dict[str, int]:
+    """Scale parsed quantities to policyd's integer units."""
+    return {name: resource_value(name, q) for name, q in parsed.items()}
+
+
+def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+    """total += more, per resource."""
+    for name, q in more.items():
+        total[name] = total.get(name, Fraction(0)) + q
+
+
+def _max_into(total: dict[str, Fraction], other: Mapping[str, Fraction]) -> None:
+    """total = max(total, other), per resource."""
+    for name, q in other.items():
+        if name not in total or q > total[name]:
+            total[name] = q
+
+
+def _container_requests(c: Mapping[str, Any], where: str) -> dict[str, Fraction]:
+    """A container's requests; limits stand in for missing requests (API server defaulting)."""
+    resources = mapping(c.get("resources"), f"{where}.resources")
+    requests = quantities(resources.get("requests"), f"{where}.resources.requests")
+    limits = quantities(resources.get("limits"), f"{where}.resources.limits")
+    for name, q in limits.items():
+        requests.setdefault(name, q)
+    return requests
+
+
+def _non_zero(requests: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """cpu and memory of one container, with the scoring defaults when missing."""
+    return {name: requests.get(name, default) for name, default in _NON_ZERO_DEFAULTS.items()}
+
+
+def _effective(
+    containers: list[dict[str, Fraction]],
+    inits: list[tuple[dict[str, Fraction], bool]],
+    overhead: Mapping[str, Fraction],
+) -> dict[str, Fraction]:
+    """max(sum(containers), max(init containers)) + overhead, with KEP-753 sidecars."""
+    total: dict[str, Fraction] = {}
+    for reqs in containers:
+        _add(total, reqs)
+    sidecars: dict[str, Fraction] = {}
+    init_peak: dict[str, Fraction] = {}
+    for reqs, restartable in inits:
+        if restartable:
+            # a sidecar keeps running: it adds to the pod's steady state and to every later init
+            _add(total, reqs)
+            _add(sidecars, reqs)
+            _max_into(init_peak, sidecars)
+        else:
+            during = dict(reqs)
+            _add(during, sidecars)
+            _max_into(init_peak, during)
+    _max_into(total, init_peak)
+    _add(total, overhead)
+    return total
+
+
+_RESOURCE_MEMO: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
+_RESOURCE_MEMO_SIZE = 4096
+
+
+def pod_resources(
+    spec: Mapping[str, Any],
+    containers: list[Mapping[str, Any]],
+    inits: list[Mapping[str, Any]],
+    where: str,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """Effective requests, non-zero requests and limits of a pod (fresh dicts).
+
+    Memoised by the text of the containers' resources: pods of one workload share them, and exact
+    quantity arithmetic is the costly part of converting a pod.
+    """
+    key = repr(
+        (
+            [c.get("resources") for c in containers],
+            [(c.get("resources"), c.get("restartPolicy")) for c in inits],
+            spec.get("overhead"),
+        )
+    )
+    hit = _RESOURCE_MEMO.get(key)
+    if hit is None:
+        hit = _compute_resources(spec, containers, inits, where)
+        if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_SIZE:
+            _RESOURCE_MEMO.clear()
+        _RESOURCE_MEMO[key] = hit
+    return dict(hit[0]), dict(hit[1]), dict(hit[2])
+
+
+def _compute_resources(
+    spec: Mapping[str, Any],
+    containers: list[Mapping[str, Any]],
+    inits: list[Mapping[str, Any]],
+    where: str,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    c_reqs = [_container_requests(c, f"{where}: spec.containers[{i}]") for i, c in enumerate(containers)]
+    i_reqs = [_container_requests(c, f"{where}: spec.initContainers[{i}]") for i, c in enumerate(inits)]
+    restartable = [c.get("restartPolicy") == "Always" for c in inits]
+    overhead = quantities(spec.get("overhead"), f"{where}: spec.overhead")
+
+    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), overhead)
+    for res in ALWAYS_REQUESTED:
+        effective.setdefault(res, Fraction(0))
+    non_zero = _effective(
+        [_non_zero(r) for r in c_reqs],
+        [(_non_zero(r), rs) for r, rs in zip(i_reqs, restartable, strict=True)],
+        {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS},
+    )
+    limits: dict[str, Fraction] = {}
+    for i, c in enumerate(containers):
+        resources = mapping(c.get("resources"), f"{where}: spec.containers[{i}].resources")
+        _add(limits, quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
+    return to_ints(effective), to_ints(non_zero), to_ints(limits)

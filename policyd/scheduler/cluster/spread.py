@@ -1,0 +1,146 @@
+"""PodTopologySpread's PreFilter and PreScore state of a pod, over the index's tables."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from policyd.scheduler.cluster.selectors import (
+    CelObject,
+    required_node_affinity_matches,
+    tolerates_node_taints,
+)
+from policyd.scheduler.cluster.spread_constraints import (
+    LABEL_HOSTNAME,
+    SCHEDULE_ANYWAY,
+    SpreadConstraint,
+    spread_constraint_state,
+    spread_constraints,
+)
+from policyd.scheduler.cluster.tables import (
+    BoolArray,
+    Domains,
+    DomainSums,
+    Int64Array,
+    IntpArray,
+    SnapshotTables,
+)
+
+
+def inactive_score_state() -> dict[str, Any]:
+    """The PreScore state of a pod without soft constraints."""
+    return {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
+
+
+def _matching(tables: SnapshotTables, c: SpreadConstraint, namespace: str) -> Int64Array:
+    """countPodsMatchSelector per row."""
+    if c.selector_empty:
+        return np.zeros(tables.n, dtype=np.int64)
+    return tables.pod_counts(("spread-count", namespace, c.selector_key), lambda p: c.counts(p, namespace))
+
+
+def _included(tables: SnapshotTables, c: SpreadConstraint, pod: CelObject) -> BoolArray:
+    """matchNodeInclusionPolicies per row."""
+    mask = np.ones(tables.n, dtype=bool)
+    if c.honor_node_affinity:
+        affinity = (pod.get("affinity") or {}).get("nodeAffinity") or {}
+        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        key = ("node-affinity", repr((pod.get("nodeSelector") or {}, required)))
+        mask &= tables.node_mask(key, lambda node: required_node_affinity_matches(pod, node))
+    if c.honor_node_taints:
+        tolerations = pod.get("tolerations") or ()
+        key = ("taints", repr(tolerations))
+        mask &= tables.node_mask(key, lambda node: tolerates_node_taints(tolerations, node))
+    return mask
+
+
+def _all_keys(tables: SnapshotTables, domains: Mapping[str, Domains]) -> BoolArray:
+    mask = np.ones(tables.n, dtype=bool)
+    for d in domains.values():
+        mask &= d.codes >= 0
+    return mask
+
+
+def filter_state(tables: SnapshotTables, pod: CelObject, when: str) -> list[dict[str, Any]]:
+    """The pod's constraints of one kind with their domain counts (`cluster.topologySpread`)."""
+    constraints, _ = spread_constraints(pod, when)
+    if not constraints:
+        return []
+    ns = str(pod.get("namespace", ""))
+    domains = {c.topology_key: tables.domains(c.topology_key) for c in constraints}
+    has_all = _all_keys(tables, domains)
+    sums = DomainSums(tables.n)
+    for key, d in domains.items():
+        # constraints sharing a key share its pairs; a node's count is the last including one's
+        count = np.zeros(tables.n, dtype=np.int64)
+        included = np.zeros(tables.n, dtype=bool)
+        for c in constraints:
+            if c.topology_key == key:
+                inc = has_all & _included(tables, c, pod)
+                count = np.where(inc, _matching(tables, c, ns), count)
+                included |= inc
+        rows = np.flatnonzero(included)
+        sums.add(d, rows, count[rows])
+    return [spread_constraint_state(c, pod, sums.counts(c.topology_key)) for c in constraints]
+
+
+def score_state(tables: SnapshotTables, pod: CelObject, feasible: IntpArray) -> dict[str, Any]:
+    """Raw scores by node name and their `{active, min, max}` over the `feasible` rows (PreScore)."""
+    constraints, defaulted = spread_constraints(pod, SCHEDULE_ANYWAY)
+    if not constraints or not feasible.size or not tables.n:
+        return inactive_score_state()
+    require_all = not defaulted
+    ns = str(pod.get("namespace", ""))
+    domains = {c.topology_key: tables.domains(c.topology_key) for c in constraints}
+    # a missing label counts as the value "" (labels.get(key, "")) when pairing
+    blank = {key: d.code("") for key, d in domains.items()}
+    has_all = _all_keys(tables, domains)
+    base = has_all if require_all else np.ones(tables.n, dtype=bool)
+    if require_all:
+        ignored = ~has_all[feasible]
+        n_ignored = len(np.unique(feasible[ignored]))
+        rows = feasible[~ignored]
+    else:
+        n_ignored, rows = 0, feasible
+    paired = {key: np.where(d.codes >= 0, d.codes, blank[key]) for key, d in domains.items()}
+    registered: dict[str, BoolArray] = {}
+    weights = []
+    for c in constraints:
+        key = c.topology_key
+        if key == LABEL_HOSTNAME:
+            size = len(feasible) - n_ignored
+        elif key in registered:
+            size = 0  # the first constraint with this key registered every pair
+        else:
+            seen = np.zeros(len(domains[key].values), dtype=bool)
+            seen[paired[key][rows]] = True
+            registered[key] = seen
+            size = int(seen.sum())
+        weights.append(math.log(size + 2))
+    pair_counts: dict[str, Int64Array] = {}
+    for key, seen in registered.items():
+        total = np.zeros(len(seen), dtype=np.int64)
+        for c in constraints:
+            if c.topology_key == key:
+                hit = np.flatnonzero(base & _included(tables, c, pod) & seen[paired[key]])
+                amounts = _matching(tables, c, ns)[hit]
+                total += np.bincount(paired[key][hit], weights=amounts, minlength=len(seen)).astype(np.int64)
+        pair_counts[key] = total
+    scores = np.zeros(len(rows), dtype=np.float64)
+    for c, weight in zip(constraints, weights, strict=True):
+        key = c.topology_key
+        present = domains[key].codes[rows] >= 0
+        if key == LABEL_HOSTNAME:
+            count = _matching(tables, c, ns)[rows]
+        else:
+            count = pair_counts[key][paired[key][rows]]
+        scores = np.where(present, scores + (count * weight + (c.max_skew - 1)), scores)
+    rounded = np.floor(scores + 0.5).astype(np.int64).tolist()  # Go math.Round, non-negative
+    names = tables.names
+    by_name = {names[r]: s for r, s in zip(rows.tolist(), rounded, strict=True)}
+    if not by_name:
+        return {"scores": by_name, "range": {"active": True, "min": 0, "max": 0}}
+    return {"scores": by_name, "range": {"active": True, "min": min(rounded), "max": max(rounded)}}

@@ -1,0 +1,28 @@
+"""Snapshots over hand-written node dicts, for the cluster function tests."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.scheduler.snapshot import Snapshot
+
+generations = itertools.count(1)
+
+
+@dataclass
+class NodeRow:
+    """The parts of a node state a snapshot and the cluster functions read."""
+
+    name: str
+    cel: Mapping[str, Any]
+
+
+def snapshot_of(nodes: Sequence[Mapping[str, Any]]) -> Snapshot:
+    """A snapshot whose rows are `nodes` (the same dicts), each at a fresh version."""
+    snap = Snapshot()
+    changed = {str(n["name"]): (next(generations), NodeRow(str(n["name"]), n)) for n in nodes}
+    snap._store([str(n["name"]) for n in nodes], changed)  # type: ignore[arg-type]
+    return snap
