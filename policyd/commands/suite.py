@@ -1,10 +1,12 @@
-"""Policy test suites (`policyd test`): YAML cases checked against compiled policies.
+"""Policy test suites (`policyd test`): YAML cases checked against what the scheduler does.
 
 A suite (schema: policyd/schemas/policytest.schema.json) names policy files (relative to the suite), nodes,
 existing pods and PodDisruptionBudgets (full Kubernetes objects), and cases. A case gives the pod
 under test (or several pods for a queue-order case) and what to expect: per-node filter results,
-score order, chosen node, preemption victims, queue order. Evaluation uses the runtime's own pieces:
-views, cache snapshot, cluster view, `framework.score_nodes`, `preemption.find_preemption`.
+score order, chosen node, preemption victims, queue order. Each case runs the real `Scheduler` on the
+simulated back-end (as `policyd simulate` does, seed 0, explain mode on) for the pod's first
+scheduling cycle: filter results, scores and the chosen node come from that cycle, victims from its
+preemption, queue order from the scheduling queue.
 """
 
 from __future__ import annotations
@@ -18,19 +20,18 @@ import jsonschema
 import yaml
 
 from policyd import shipped
+from policyd.backends.simulated import SimulatedCluster
 from policyd.compiler.profiles import compile_paths
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
-from policyd.scheduler.algorithm import NodeScore, score_nodes
-from policyd.scheduler.cache import Cache
+from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
-from policyd.scheduler.cluster.cluster_view import ClusterView
-from policyd.scheduler.cluster.views import PodView, node_state, pod_view
-from policyd.scheduler.pdb import budget_from_object
-from policyd.scheduler.preemption import find_preemption
-from policyd.scheduler.snapshot import Snapshot
+from policyd.scheduler.cluster.views import pod_view
+from policyd.scheduler.queue import QueueConfig, SchedulingQueue
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 PASS = "pass"
+SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
 
 
 class SuiteError(PolicydError):
@@ -53,12 +54,27 @@ class CaseResult:
 
 @dataclass
 class _Outcome:
-    """What the policies decided for one pod."""
+    """What the scheduler decided for the case's pod in its first cycle."""
 
-    failures: dict[str, FilterFailure]
-    scores: list[NodeScore]
+    failures: Mapping[str, FilterFailure]
+    scores: ScoreTable
+    chosen: str | None
     victims: list[str]
-    node_order: list[str]
+    node_order: Sequence[str]
+
+
+@dataclass(frozen=True)
+class CaseCluster:
+    """The cluster of one case: the suite's objects, the case's, then the pod under test."""
+
+    nodes: list[Mapping[str, Any]]
+    pods: list[Mapping[str, Any]]
+    pdbs: list[Mapping[str, Any]]
+    pod_key: str
+
+    def objects(self) -> list[Mapping[str, Any]]:
+        """Every object, as a cluster file lists them."""
+        return [*self.nodes, *self.pdbs, *self.pods]
 
 
 def _schema() -> dict[str, Any]:
@@ -96,55 +112,45 @@ def _profile(
     return policies.profiles[str(name)]
 
 
-def _snapshot(
-    nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
-) -> tuple[Snapshot, list[PodView]]:
-    cache = Cache(node_state, FakeClock())
-    for obj in nodes:
-        cache.add_node(obj)
-    views = [pod_view(obj) for obj in pods]
-    for view in views:
-        cache.add_pod(view)
-    snapshot = Snapshot()
-    cache.update_snapshot(snapshot)
-    return snapshot, views
+def case_cluster(suite: Mapping[str, Any], case: Mapping[str, Any]) -> CaseCluster:
+    """The cluster a case is scheduled in (the pod under test last)."""
+    pod = case["pod"]
+    meta = pod.get("metadata") or {}
+    return CaseCluster(
+        nodes=[*suite.get("nodes", ()), *case.get("nodes", ())],
+        pods=[*suite.get("pods", ()), *case.get("pods", ()), pod],
+        pdbs=[*suite.get("pdbs", ()), *case.get("pdbs", ())],
+        pod_key=f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
+    )
 
 
-def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[str, Any]) -> _Outcome:
-    nodes = [*suite.get("nodes", ()), *case.get("nodes", ())]
-    pods = [*suite.get("pods", ()), *case.get("pods", ())]
-    snapshot, existing = _snapshot(nodes, pods)
-    pod = pod_view(case["pod"])
-    cluster = ClusterView(snapshot)
-    evaluator = profile.evaluator(pod.cel, cluster)
-    failures: dict[str, FilterFailure] = {}
-    feasible = []
-    for state in snapshot.nodes():
-        failure = evaluator.filter(state.cel)
-        if failure is None:
-            feasible.append(state)
-        else:
-            failures[state.name] = failure
-    scores: list[NodeScore] = []
-    victims: list[str] = []
-    if feasible:
-        cluster.prescore(pod.cel, [n.cel for n in feasible])
-        scores = score_nodes(profile, evaluator, feasible)
-    else:
-        budgets = [budget_from_object(b) for b in [*suite.get("pdbs", ()), *case.get("pdbs", ())]]
-        outcome = find_preemption(
-            profile,
-            pod,
-            snapshot,
-            failures,
-            lambda snap: profile.evaluator(pod.cel, ClusterView(snap)),
-            lambda _name: [],
-            budgets,
-            existing,
-        )
-        if outcome.candidate is not None:
-            victims = [v.key for v in outcome.candidate.victims]
-    return _Outcome(failures, scores, victims, [n.name for n in snapshot.nodes()])
+def _evaluate(profile: CompiledProfile, policies: CompiledPolicySet, cluster: CaseCluster) -> _Outcome:
+    """Run the scheduler with `profile` only until the case's pod had its first cycle."""
+    only = CompiledPolicySet(
+        policies.generation, policies.content_hash, {profile.scheduler_name: profile}, policies.sources
+    )
+    backend = SimulatedCluster(cluster.nodes, cluster.pods, cluster.pdbs)
+    scheduler = Scheduler(
+        only,
+        backend,
+        clock=FakeClock(),
+        options=SchedulerOptions(
+            adopt_unknown_schedulers=True,
+            seed=SEED,
+            explain=True,
+            max_attempts=1,
+            attempt_log_pods=None,
+            attempt_log_detailed=None,
+        ),
+    )
+    backend.start(scheduler)
+    scheduler.run_until_settled()
+    scheduler.binder.shutdown()
+    attempts = scheduler.attempts.for_pod(cluster.pod_key)
+    if not attempts:
+        raise SuiteError(f"pod {cluster.pod_key} was not scheduled by profile {profile.scheduler_name!r}")
+    first = attempts[0]
+    return _Outcome(first.failures, first.scores, first.chosen, list(first.victims), first.node_names)
 
 
 def _check_filters(out: _Outcome, expected: Mapping[str, Any], problems: list[str]) -> None:
@@ -164,9 +170,7 @@ def _check_filters(out: _Outcome, expected: Mapping[str, Any], problems: list[st
 
 
 def _check_scores(out: _Outcome, groups: Sequence[Any], problems: list[str]) -> None:
-    totals = {s.node: s.total for s in out.scores}
-    if len(out.scores) == 1 and not totals:
-        return
+    totals = out.scores.by_node()
     flat: list[list[str]] = [[g] if isinstance(g, str) else list(g) for g in groups]
     for group in flat:
         for node in group:
@@ -185,15 +189,9 @@ def _check_scores(out: _Outcome, groups: Sequence[Any], problems: list[str]) -> 
             )
 
 
-def _chosen(out: _Outcome) -> list[str]:
-    if not out.scores:
-        return [n for n in out.node_order if n not in out.failures]
-    best = max(s.total for s in out.scores)
-    return [s.node for s in out.scores if s.total == best]
-
-
 def _score_table(out: _Outcome) -> str:
-    return ", ".join(f"{s.node}={s.total}" for s in sorted(out.scores, key=lambda s: -s.total))
+    totals = out.scores.by_node()
+    return ", ".join(f"{node}={total}" for node, total in sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
 def run_case(
@@ -207,7 +205,7 @@ def run_case(
             _check_queue(policies, suite, case, expect, result.problems)
             return result
         profile = _profile(policies, suite, case["pod"])
-        out = _evaluate(profile, suite, case)
+        out = _evaluate(profile, policies, case_cluster(suite, case))
     except PolicydError as exc:
         result.problems.append(f"error: {exc}")
         return result
@@ -216,14 +214,13 @@ def run_case(
     if "scoreOrder" in expect:
         _check_scores(out, expect["scoreOrder"], result.problems)
     if "node" in expect:
-        chosen = _chosen(out)
         want = expect["node"]
         if want is None:
-            if chosen:
-                result.problems.append(f"node: expected unschedulable, feasible: {chosen}")
-        elif chosen != [want]:
-            detail = f" (scores: {_score_table(out)})" if out.scores else ""
-            result.problems.append(f"node: expected {want}, got {chosen or 'none'}{detail}")
+            if out.chosen is not None:
+                result.problems.append(f"node: expected unschedulable, got {out.chosen}")
+        elif out.chosen != want:
+            detail = f" (scores: {_score_table(out)})" if len(out.scores) else ""
+            result.problems.append(f"node: expected {want}, got {out.chosen or 'none'}{detail}")
     if "victims" in expect and sorted(expect["victims"]) != sorted(out.victims):
         result.problems.append(f"victims: expected {sorted(expect['victims'])}, got {sorted(out.victims)}")
     return result
@@ -240,8 +237,14 @@ def _check_queue(
     if not views:
         return
     profile = _profile(policies, suite, case["queue"][0])
-    order = sorted(range(len(views)), key=lambda i: (profile.queue_key(views[i].cel), i, views[i].key))
-    got = [views[i].key for i in order]
+    clock = FakeClock()
+    queue = SchedulingQueue(clock, QueueConfig())
+    for view in views:  # the pods arrive in the order the case lists them
+        queue.add(view, profile)
+        clock.advance(1.0)
+    got = []
+    while (queued := queue.pop()) is not None:
+        got.append(queued.key)
     want = list(expect.get("queueOrder", []))
     if want and got != want:
         problems.append(f"queueOrder: expected {want}, got {got}")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
-from policyd.scheduler.algorithm import NominatedLookup, filter_with_nominated
+from policyd.scheduler.algorithm.feasibility import NominatedLookup, filter_with_nominated
 from policyd.scheduler.attempts import (
     NO_VICTIMS,
     NOT_ELIGIBLE_NEVER,

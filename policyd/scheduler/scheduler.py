@@ -38,11 +38,13 @@ from policyd.framework import (
     EVENT_POD_ASSIGNED_DELETE,
     EVENT_POD_ASSIGNED_UPDATE,
     EVENT_POLICY_CHANGE,
+    ClusterFunctions,
     CompiledPolicySet,
     CompiledProfile,
     PodEvaluator,
 )
-from policyd.scheduler.algorithm import GroupCache, ProfileRunner, ScheduleResult, reasons_by_node
+from policyd.scheduler.algorithm.reuse import GroupCache
+from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
 from policyd.scheduler.attempts import (
     Attempt,
     AttemptLog,
@@ -55,6 +57,8 @@ from policyd.scheduler.backend import BindError, ClusterBackend, KubeObject
 from policyd.scheduler.binder import DEFAULT_BIND_WORKERS, Binder
 from policyd.scheduler.cache import DEFAULT_ASSUMED_TTL, Cache, NodeFactory
 from policyd.scheduler.clock import Clock, FakeClock, RealClock
+from policyd.scheduler.cluster import views
+from policyd.scheduler.cluster.cluster_index import cluster_view_factory
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE, SchedulerMetrics
 from policyd.scheduler.pdb import BudgetIndex
 from policyd.scheduler.permit import Permits, WaitingPod
@@ -74,7 +78,7 @@ EVENT_POD_UPDATE = "PodUpdate"
 EVENT_SCHEDULE_FAILURE = "ScheduleAttemptFailure"
 
 PodViewFactory = Callable[[KubeObject], PodViewLike]
-ClusterViewFactory = Callable[[Snapshot], Any]
+ClusterViewFactory = Callable[[Snapshot], ClusterFunctions]
 
 
 @dataclass(frozen=True)
@@ -96,32 +100,6 @@ class SchedulerOptions:
     # bounds of the attempt log (None: keep everything, as simulate and explain do)
     attempt_log_pods: int | None = 10000
     attempt_log_detailed: int | None = 1000
-
-
-def _default_pod_view() -> PodViewFactory:
-    from policyd.scheduler.cluster import views
-
-    return views.pod_view
-
-
-def _default_pod_view_update() -> Callable[[Any, KubeObject], PodViewLike]:
-    from policyd.scheduler.cluster import views
-
-    return views.pod_view_update
-
-
-def _default_node_state() -> NodeFactory:
-    from policyd.scheduler.cluster import views
-
-    return views.node_state
-
-
-def _default_cluster_view() -> ClusterViewFactory:
-    try:
-        from policyd.scheduler.cluster.cluster_index import cluster_view_factory
-    except ImportError:  # the semantics module is not there yet: rules see the snapshot itself
-        return lambda snapshot: snapshot
-    return cluster_view_factory()  # one ClusterIndex per scheduler, kept across cycles
 
 
 def _node_change_events(old: KubeObject, new: KubeObject) -> list[str]:
@@ -178,11 +156,15 @@ class Scheduler:
         self.clock: Clock = clock or RealClock()
         self.backend = backend
         self._policies = policies
-        self._pod_view = pod_view or _default_pod_view()
-        self._pod_view_update = None if pod_view is not None else _default_pod_view_update()
-        self._cluster_view = cluster_view or _default_cluster_view()
+        self._pod_view = pod_view or views.pod_view
+        # the default views derive an updated pod's view from the one held (a custom factory cannot)
+        self._pod_view_update: Callable[[Any, KubeObject], PodViewLike] | None = (
+            None if pod_view is not None else views.pod_view_update
+        )
+        # one ClusterIndex per scheduler, kept across cycles
+        self._cluster_view = cluster_view or cluster_view_factory()
         self.queue = SchedulingQueue(self.clock, self.options.queue)
-        self.cache = Cache(node_state or _default_node_state(), self.clock, ttl=self.options.assumed_ttl)
+        self.cache = Cache(node_state or views.node_state, self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()
         self.budgets = BudgetIndex()
         self.permits = Permits(self.clock)
@@ -193,7 +175,7 @@ class Scheduler:
         self.victims: list[str] = []
         self.given_up: set[str] = set()
         self._rng = random.Random(self.options.seed)
-        self._runner = ProfileRunner(
+        self._runner = Algorithm(
             self._rng,
             self.options.percentage_of_nodes_to_score,
             groups=GroupCache() if self.options.reuse_node_results else None,
@@ -435,7 +417,8 @@ class Scheduler:
         attempt.node_names = snapshot.names()
         attempt.failures = result.failures
         attempt.filter_results = result.all_results
-        attempt.scores = result.scores
+        if self.options.explain:  # the attempt log holds the scores only where they are shown
+            attempt.scores = result.scores
         if result.node is None:
             self._handle_unschedulable(queued, profile, snapshot, result, attempt)
             self._observe_attempt(RESULT_UNSCHEDULABLE, profile, started, queued=queued)
@@ -460,7 +443,7 @@ class Scheduler:
         if result.evaluated:
             status = "Success" if result.node is not None else "Unschedulable"
             metrics.observe_rule(name, "filters", "Filter", result.filter_seconds, status)
-        if result.scores or result.score_seconds:
+        if len(result.scores) or result.score_seconds:
             metrics.observe_rule(name, "scores", "Score", result.score_seconds)
 
     def _observe_attempt(
@@ -506,17 +489,16 @@ class Scheduler:
         cluster = self._cluster_view(snapshot)
         evaluator = profile.evaluator(pod.cel, cluster)
         nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
-        return self._runner.schedule(
+        return self._runner.schedule_pod(
             profile,
             evaluator,
             pod,
-            snapshot.nodes(),
+            snapshot,
+            cluster,
             self.queue.nominated_pods,
-            nominated_node=snapshot.node(nominated) if nominated else None,
+            self.queue.nominated_nodes,
+            nominated_node=nominated,
             explain=self.options.explain,
-            cluster=cluster,
-            snapshot=snapshot,
-            nominated_nodes=self.queue.nominated_nodes,
         )
 
     def _handle_unschedulable(

@@ -80,7 +80,7 @@ def test_differences_are_reported(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "FAIL" in out
     assert "filter tiny: expected 'pass', got ['Insufficient cpu']" in out
     assert "scoreOrder: expected mid" in out
-    assert "node: expected mid, got ['big']" in out
+    assert "node: expected mid, got big" in out
 
 
 def test_schema_violation_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -183,6 +183,29 @@ def build_cluster(spec: list[Any]) -> list[NodeState]:
     return states
 
 
+def check_evaluators_agree(profile: Any, cels: list[Any], pod: Any, cluster: Any) -> None:
+    """Behind the evaluator protocol, the vectorised plans and the per-node functions agree: every
+    row the plans pass, the per-node filters pass; the plans' raw scores are the per-node ones."""
+    per_node = profile.evaluator(pod.cel, cluster)
+    plans = profile.evaluator(pod.cel, cluster)
+    plans.prepare("filter")
+    plans.track_cluster()
+    columns = NodeColumns.from_nodes(cels)
+    rows = np.arange(len(cels), dtype=np.intp)
+    verdicts = [per_node.filter(c) for c in cels]
+    bulk = plans.bulk_filter(columns, rows)
+    if bulk is not None:
+        passed, _ = bulk
+        for row in np.flatnonzero(passed).tolist():
+            assert verdicts[row] is None, (row, verdicts[row])
+    plans.prepare("score")
+    scored = plans.bulk_scores(columns, rows)
+    if scored is not None:
+        values, _ = scored
+        for row, c in enumerate(cels):
+            assert np.trunc(values[row]).astype(np.int64).tolist() == [int(v) for v in per_node.score(c)]
+
+
 def check_agreement(text: str, states: list[NodeState], pod: Any) -> None:
     loaded = load_texts({"p.policy": text})
     assert not loaded.has_errors, [str(d) for d in loaded.errors]
@@ -194,6 +217,7 @@ def check_agreement(text: str, states: list[NodeState], pod: Any) -> None:
     evaluator = profile.evaluator(pod.cel, cluster)
     expected_filters = [evaluator.filter_all(c) for c in cels]
     expected_scores = [evaluator.score(c) for c in cels]
+    check_evaluators_agree(profile, cels, pod, cluster)
     plan = vz.lower_policy(policy)
     columns = NodeColumns.from_nodes(cels)
     shared = plan.evaluation(columns, pod.cel, cluster)
@@ -266,6 +290,7 @@ def test_default_policy_plans_match(
     cluster = ClusterView(cels)
     new_pod = make_pod("new", *pod, selector=selector)
     evaluator = profile.evaluator(new_pod.cel, cluster)
+    check_evaluators_agree(profile, cels, new_pod, cluster)
     plan = vz.lower_policy(policy)
     columns = NodeColumns.from_nodes(cels)
     shared = plan.evaluation(columns, new_pod.cel, cluster)

@@ -156,6 +156,30 @@ class FakeEvaluator:
         free_after = node["free"]["cpu"] - self.pod["requests"]["cpu"]
         return [free_after * 100 / alloc if alloc else 0.0]
 
+    # no vectorised plans and no reuse between pods: every node is evaluated per pod
+
+    def bulk_filter(self, columns: Any, rows: Any) -> None:
+        return None
+
+    def bulk_scores(self, columns: Any, rows: Any) -> None:
+        return None
+
+    def signature(self) -> None:
+        return None
+
+    def prepare(self, phase: str) -> tuple[Any, ...]:
+        return ()
+
+    def track_cluster(self) -> None:
+        pass
+
+    @property
+    def cluster_called(self) -> bool:
+        return True
+
+    def reset_cluster_called(self) -> None:
+        pass
+
 
 @dataclass
 class FakeProfile:

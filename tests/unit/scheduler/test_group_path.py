@@ -1,16 +1,18 @@
-"""The group path (node results reused between equivalent pods) places pods as the per-node path does.
+"""The evaluators and the reuse cache decide what the generated per-node functions alone decide.
 
-Every test runs the real `Scheduler` on the simulated cluster twice with the same seed, once with
-`reuse_node_results=True` (framework.GroupCache) and once with False (every node evaluated per pod),
-and compares final nodes, events in order, victims, nominations, attempts and the placements seen
-between the cluster changes. Cases: tests/unit/scheduler/group_path_cases.py.
+Every test runs the real `Scheduler` (explain mode) on the simulated cluster three times with the
+same seed: with the reuse cache and the vectorised plans, with the plans only, and with neither
+(every node evaluated per pod by the generated functions). It compares final nodes, events in order,
+victims, nominations, and every attempt: its failures, every rule's verdict on every evaluated node,
+and every feasible node's raw, normalised and weighted scores, and the placements seen between the
+cluster changes. Cases: tests/unit/scheduler/group_path_cases.py.
 """
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from policyd.scheduler import algorithm as framework
+from policyd.scheduler.algorithm import schedule as framework
 from tests.builders import make_node, make_pod
 from tests.unit.scheduler.group_path_cases import (
     EXTRA_POLICY,
@@ -36,11 +38,14 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 def both(case: Case) -> tuple[Outcome, Outcome]:
-    """The case on the group path and on the per-node path, checked equal."""
-    grouped, per_node = run(case, reuse=True), run(case, reuse=False)
+    """The case with the reuse cache and plans, with plans only and per node only, checked equal."""
+    grouped = run(case, reuse=True)
+    plans = run(case, reuse=False)
+    per_node = run(case, reuse=False, vectorise=False)
     assert grouped.scheduler._runner.groups is not None
-    assert per_node.scheduler._runner.groups is None
+    assert per_node.scheduler._runner.groups is None and per_node.scheduler._runner.bulk_rows == 0
     assert grouped.comparable() == per_node.comparable()
+    assert plans.comparable() == per_node.comparable()
     return grouped, per_node
 
 
