@@ -53,13 +53,14 @@ class CaseResult:
 
 
 @dataclass
-class _Outcome:
+class CaseOutcome:
     """What the scheduler decided for the case's pod in its first cycle."""
 
     failures: Mapping[str, FilterFailure]
     scores: ScoreTable
     chosen: str | None
     victims: list[str]
+    nominated_node: str | None
     node_order: Sequence[str]
 
 
@@ -95,7 +96,7 @@ def load_suite(path: Path) -> dict[str, Any]:
     return data  # type: ignore[no-any-return]
 
 
-def _profile(
+def case_profile(
     policies: CompiledPolicySet, suite: Mapping[str, Any], pod: Mapping[str, Any]
 ) -> CompiledProfile:
     name = suite.get("profile")
@@ -124,7 +125,7 @@ def case_cluster(suite: Mapping[str, Any], case: Mapping[str, Any]) -> CaseClust
     )
 
 
-def _evaluate(profile: CompiledProfile, policies: CompiledPolicySet, cluster: CaseCluster) -> _Outcome:
+def first_cycle(profile: CompiledProfile, policies: CompiledPolicySet, cluster: CaseCluster) -> CaseOutcome:
     """Run the scheduler with `profile` only until the case's pod had its first cycle."""
     only = CompiledPolicySet(
         policies.generation, policies.content_hash, {profile.scheduler_name: profile}, policies.sources
@@ -150,10 +151,17 @@ def _evaluate(profile: CompiledProfile, policies: CompiledPolicySet, cluster: Ca
     if not attempts:
         raise SuiteError(f"pod {cluster.pod_key} was not scheduled by profile {profile.scheduler_name!r}")
     first = attempts[0]
-    return _Outcome(first.failures, first.scores, first.chosen, list(first.victims), first.node_names)
+    return CaseOutcome(
+        first.failures,
+        first.scores,
+        first.chosen,
+        list(first.victims),
+        first.nominated_node,
+        first.node_names,
+    )
 
 
-def _check_filters(out: _Outcome, expected: Mapping[str, Any], problems: list[str]) -> None:
+def _check_filters(out: CaseOutcome, expected: Mapping[str, Any], problems: list[str]) -> None:
     for node, want in expected.items():
         if node not in out.node_order:
             problems.append(f"filter: no node {node!r} in the case")
@@ -169,7 +177,7 @@ def _check_filters(out: _Outcome, expected: Mapping[str, Any], problems: list[st
             problems.append(f"filter {node}: expected {want_list!r}, got {got!r}")
 
 
-def _check_scores(out: _Outcome, groups: Sequence[Any], problems: list[str]) -> None:
+def _check_scores(out: CaseOutcome, groups: Sequence[Any], problems: list[str]) -> None:
     totals = out.scores.by_node()
     flat: list[list[str]] = [[g] if isinstance(g, str) else list(g) for g in groups]
     for group in flat:
@@ -189,7 +197,7 @@ def _check_scores(out: _Outcome, groups: Sequence[Any], problems: list[str]) -> 
             )
 
 
-def _score_table(out: _Outcome) -> str:
+def _score_table(out: CaseOutcome) -> str:
     totals = out.scores.by_node()
     return ", ".join(f"{node}={total}" for node, total in sorted(totals.items(), key=lambda kv: -kv[1]))
 
@@ -204,8 +212,8 @@ def run_case(
         if "queue" in case:
             _check_queue(policies, suite, case, expect, result.problems)
             return result
-        profile = _profile(policies, suite, case["pod"])
-        out = _evaluate(profile, policies, case_cluster(suite, case))
+        profile = case_profile(policies, suite, case["pod"])
+        out = first_cycle(profile, policies, case_cluster(suite, case))
     except PolicydError as exc:
         result.problems.append(f"error: {exc}")
         return result
@@ -236,7 +244,7 @@ def _check_queue(
     views = [pod_view(obj) for obj in case["queue"]]
     if not views:
         return
-    profile = _profile(policies, suite, case["queue"][0])
+    profile = case_profile(policies, suite, case["queue"][0])
     clock = FakeClock()
     queue = SchedulingQueue(clock, QueueConfig())
     for view in views:  # the pods arrive in the order the case lists them
@@ -250,15 +258,21 @@ def _check_queue(
         problems.append(f"queueOrder: expected {want}, got {got}")
 
 
+def policy_paths(path: Path, suite: Mapping[str, Any]) -> list[str]:
+    """The suite's policy files, resolved against the suite's directory; raises SuiteError."""
+    paths = [str((path.parent / p).resolve()) for p in suite["policies"]]
+    for p in paths:
+        if not Path(p).exists():
+            raise SuiteError(f"{path}: policy file {p} does not exist")
+    return paths
+
+
 def run_suite(path: Path) -> list[CaseResult]:
     """Load, compile and run every case of one suite file; raises SuiteError for unusable suites."""
     suite = load_suite(path)
-    policy_paths = [str((path.parent / p).resolve()) for p in suite["policies"]]
-    for p in policy_paths:
-        if not Path(p).exists():
-            raise SuiteError(f"{path}: policy file {p} does not exist")
+    paths = policy_paths(path, suite)
     try:
-        policies = compile_paths(policy_paths, generation=1)
+        policies = compile_paths(paths, generation=1)
     except PolicydError as exc:
         raise SuiteError(f"{path}: policies do not compile:\n{exc}") from exc
     return [run_case(policies, suite, case, str(path)) for case in suite["cases"]]
