@@ -37,7 +37,7 @@ EvaluatorFactory = Callable[[Snapshot], PodEvaluator]
 
 def start_time(pod: PodViewLike) -> float:
     """Start time of a pod; a pod that has not started counts as starting now (latest)."""
-    value = getattr(pod, "start_time", None)
+    value = pod.start_time
     return math.inf if not value else float(value)
 
 
@@ -81,8 +81,7 @@ def eligible_to_preempt(profile: CompiledProfile, pod: PodViewLike, snapshot: Sn
 
 
 def _pods_of(node: NodeStateLike) -> list[PodViewLike]:
-    pods = getattr(node, "pods", {})
-    return list(pods.values())
+    return list(node.pods.values())
 
 
 def select_victims_on_node(

@@ -57,6 +57,11 @@ class PodViewLike(Protocol):
         ...
 
     @property
+    def start_time(self) -> float | None:
+        """status.startTime in seconds since the epoch (None or 0: not started)."""
+        ...
+
+    @property
     def cel(self) -> Mapping[str, Any]:
         """The CEL-visible pod dict."""
         ...
@@ -73,6 +78,11 @@ class NodeStateLike(Protocol):
     @property
     def cel(self) -> Mapping[str, Any]:
         """The CEL-visible node dict (includes `pods`, `requested`, `free`)."""
+        ...
+
+    @property
+    def pods(self) -> Mapping[str, Any]:
+        """The pods counted against the node, by key."""
         ...
 
     def update_node(self, obj: Mapping[str, Any]) -> None:
