@@ -149,7 +149,6 @@ class Scheduler:
         options: SchedulerOptions | None = None,
         pod_view: PodViewFactory | None = None,
         node_state: NodeFactory | None = None,
-        cluster_view: ClusterViewFactory | None = None,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.options = options or SchedulerOptions()
@@ -162,7 +161,7 @@ class Scheduler:
             None if pod_view is not None else views.pod_view_update
         )
         # one ClusterIndex per scheduler, kept across cycles
-        self._cluster_view = cluster_view or cluster_view_factory()
+        self._cluster_view: ClusterViewFactory = cluster_view_factory()
         self.queue = SchedulingQueue(self.clock, self.options.queue)
         self.cache = Cache(node_state or views.node_state, self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()

@@ -149,10 +149,6 @@ class Snapshot:
         """The position of node `name` in `nodes()`, or None."""
         return self._row.get(name)
 
-    def node_names(self) -> list[str]:
-        """Names of every node, in snapshot order."""
-        return [n.name for n in self._list]
-
     def names(self) -> tuple[str, ...]:
         """Names of every node, in snapshot order (one shared tuple per layout)."""
         if self._names is None:
@@ -179,11 +175,6 @@ class Snapshot:
             self._affinity[state.name] = pods
         else:
             self._affinity.pop(state.name, None)
-
-    def pods(self) -> Iterator[Mapping[str, Any]]:
-        """The CEL dicts of every pod on every node (assumed pods included)."""
-        for n in self._list:
-            yield from n.cel.get("pods", ())
 
     def replace(self, node: NodeStateLike) -> Snapshot:
         """A derived snapshot with `node` substituted (preemption what-ifs); fresh generation.
