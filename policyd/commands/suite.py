@@ -21,6 +21,7 @@ import yaml
 
 from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
+from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
@@ -28,7 +29,6 @@ from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.views import pod_view
 from policyd.scheduler.queue import QueueConfig, SchedulingQueue
-from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 PASS = "pass"
 SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
@@ -131,22 +131,7 @@ def first_cycle(profile: CompiledProfile, policies: CompiledPolicySet, cluster: 
         policies.generation, policies.content_hash, {profile.scheduler_name: profile}, policies.sources
     )
     backend = SimulatedCluster(cluster.nodes, cluster.pods, cluster.pdbs)
-    scheduler = Scheduler(
-        only,
-        backend,
-        clock=FakeClock(),
-        options=SchedulerOptions(
-            adopt_unknown_schedulers=True,
-            seed=SEED,
-            explain=True,
-            max_attempts=1,
-            attempt_log_pods=None,
-            attempt_log_detailed=None,
-        ),
-    )
-    backend.start(scheduler)
-    scheduler.run_until_settled()
-    scheduler.binder.shutdown()
+    scheduler = run_simulation(only, backend, SEED, explain=True, max_attempts=1)
     attempts = scheduler.attempts.for_pod(cluster.pod_key)
     if not attempts:
         raise SuiteError(f"pod {cluster.pod_key} was not scheduled by profile {profile.scheduler_name!r}")

@@ -64,6 +64,16 @@ class ScheduleResult:
     score_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Placing:
+    """What one placement works on: the pod, its profile and evaluator, the cycle's snapshot."""
+
+    profile: CompiledProfile
+    evaluator: PodEvaluator
+    pod: PodViewLike
+    snapshot: Snapshot
+
+
 @dataclass
 class _Filtered:
     """The outcome of the filter phase: feasible rows in search order, failures, evaluated count."""
@@ -72,6 +82,7 @@ class _Filtered:
     failures: dict[str, FilterFailure]
     start: int  # the first row evaluated; the others follow round robin
     evaluated: int
+    results: NodeResults  # the node results the rows were read from (shared by a group, or fresh)
 
 
 class Algorithm:
@@ -101,16 +112,40 @@ class Algorithm:
     ) -> ScheduleResult:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         t0 = time.perf_counter()
+        placing = _Placing(profile, evaluator, pod, snapshot)
+        found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
+        verdicts = self._verdicts(evaluator, snapshot, found) if explain else {}
+        filter_seconds = time.perf_counter() - t0
+        if found.rows.size == 0:
+            return ScheduleResult(
+                None, 0, found.evaluated, found.failures, ScoreTable(), verdicts, filter_seconds
+            )
+        t0 = time.perf_counter()
+        scores = self._prioritize(placing, cluster, found, explain)
+        best = select_host(scores.totals, self._rng)
+        return ScheduleResult(
+            scores.node(best),
+            len(found.rows),
+            found.evaluated,
+            found.failures,
+            scores,
+            verdicts,
+            filter_seconds,
+            time.perf_counter() - t0,
+        )
+
+    def _feasible_nodes(
+        self, p: _Placing, nominated: NominatedLookup, nominated_nodes: NominatedNodes, nominated_node: str
+    ) -> _Filtered:
+        """The nominated node when it fits (kube-scheduler evaluateNominatedNode), else the window."""
+        profile, evaluator, pod, snapshot = p.profile, p.evaluator, p.pod, p.snapshot
         row = snapshot.row(nominated_node) if nominated_node else None
         if row is not None:
-            # kube-scheduler evaluateNominatedNode: a pod nominated by preemption tries its node first
             failure = filter_with_nominated(evaluator, pod, snapshot.nodes()[row], nominated)
             if failure is None:
-                found = _Filtered(np.array([row], dtype=np.intp), {}, row, 1)
-                results = fresh_results(profile, snapshot)
-                return self._finish(profile, evaluator, pod, snapshot, cluster, results, found, t0, explain)
+                return _Filtered(np.array([row], dtype=np.intp), {}, row, 1, fresh_results(profile, snapshot))
         if len(snapshot) == 0:
-            return ScheduleResult(None, 0, 0, {})
+            return _Filtered(np.zeros(0, dtype=np.intp), {}, 0, 0, fresh_results(profile, snapshot))
         groups = self.groups
         signature = evaluator.signature() if groups is not None else None
         if groups is None or signature is None:
@@ -119,25 +154,19 @@ class Algorithm:
             results = groups.group(profile, signature, snapshot)
         results.use_filter_values(evaluator.prepare("filter"))
         evaluator.track_cluster()
-        found = self._find_feasible(evaluator, pod, snapshot, results, nominated, nominated_nodes)
-        return self._finish(profile, evaluator, pod, snapshot, cluster, results, found, t0, explain)
+        return self._find_feasible(p, results, nominated, nominated_nodes)
 
     # -- filter --------------------------------------------------------------------------------------
 
     def _find_feasible(
-        self,
-        evaluator: PodEvaluator,
-        pod: PodViewLike,
-        snapshot: Snapshot,
-        g: NodeResults,
-        nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        self, p: _Placing, g: NodeResults, nominated: NominatedLookup, nominated_nodes: NominatedNodes
     ) -> _Filtered:
         """Walk the window from the round-robin start until enough feasible nodes are found.
 
         Unknown rows count as feasible until evaluated: the window is the shortest prefix holding
         `limit` known-or-unknown passes; its unknown rows are evaluated (vectorised plans first when
         many), and the window is recomputed until every row in it is known."""
+        evaluator, pod, snapshot = p.evaluator, p.pod, p.snapshot
         nodes, cels = snapshot.nodes(), snapshot.cels()
         n = len(nodes)
         limit = num_feasible_nodes_to_find(n, self._percentage)
@@ -209,7 +238,7 @@ class Algorithm:
             row = pos + start - n if pos + start >= n else pos + start
             code = int(window[pos])
             failures[nodes[row].name] = g.failures[code] if code >= 0 else own[-3 - code]
-        return _Filtered(rows, failures, start, evaluated)
+        return _Filtered(rows, failures, start, evaluated, g)
 
     @staticmethod
     def _filter_nominated(
@@ -257,69 +286,42 @@ class Algorithm:
 
     # -- score and select ------------------------------------------------------------------------------
 
-    def _finish(
-        self,
-        profile: CompiledProfile,
-        evaluator: PodEvaluator,
-        pod: PodViewLike,
-        snapshot: Snapshot,
-        cluster: ClusterFunctions,
-        g: NodeResults,
-        found: _Filtered,
-        t0: float,
-        explain: bool,
-    ) -> ScheduleResult:
-        """Score the feasible rows, select the node, and gather the verdicts explain mode shows."""
-        cels = snapshot.cels()
-        all_results: dict[str, list[FilterResult]] = {}
-        if explain:
-            names, n = snapshot.names(), len(snapshot)
-            for i in range(found.evaluated):
-                row = (found.start + i) % n
-                all_results[names[row]] = list(evaluator.filter_all(cels[row]))
-        filter_seconds = time.perf_counter() - t0
-        rows = found.rows
-        if rows.size == 0:
-            return ScheduleResult(
-                None, 0, found.evaluated, found.failures, ScoreTable(), all_results, filter_seconds
-            )
-        t0 = time.perf_counter()
+    @staticmethod
+    def _verdicts(
+        evaluator: PodEvaluator, snapshot: Snapshot, found: _Filtered
+    ) -> dict[str, list[FilterResult]]:
+        """Every filter rule's verdict on every evaluated node, in search order (explain mode)."""
+        cels, names, n = snapshot.cels(), snapshot.names(), len(snapshot)
+        out: dict[str, list[FilterResult]] = {}
+        for i in range(found.evaluated):
+            row = (found.start + i) % n
+            out[names[row]] = list(evaluator.filter_all(cels[row]))
+        return out
+
+    def _prioritize(
+        self, p: _Placing, cluster: ClusterFunctions, found: _Filtered, explain: bool
+    ) -> ScoreTable:
+        """The feasible nodes' scores: PreScore, raw, normalised, weighted, summed (prioritizeNodes)."""
+        snapshot, rules = p.snapshot, p.profile.scores
+        cels, rows = snapshot.cels(), found.rows
         row_list = rows.tolist()
         feasible = [cels[row_list[0]]] if len(row_list) == 1 else operator.itemgetter(*row_list)(cels)
-        cluster.prescore(pod.cel, feasible)
-        g.use_score_values(evaluator.prepare("score"))
-        raw = self._raw_scores(profile, evaluator, g, rows, snapshot)
-        normalized, totals = weigh(raw, profile.scores)
-        best = select_host(totals, self._rng)
-        table = ScoreTable(
+        cluster.prescore(p.pod.cel, feasible)
+        found.results.use_score_values(p.evaluator.prepare("score"))
+        raw = self._raw_scores(p, found.results, rows)
+        normalized, totals = weigh(raw, rules)
+        return ScoreTable(
             snapshot.names(),
             rows,
             totals,
-            profile.scores,
+            rules,
             raw if explain else None,
             normalized if explain else None,
         )
-        return ScheduleResult(
-            table.node(best),
-            len(row_list),
-            found.evaluated,
-            found.failures,
-            table,
-            all_results,
-            filter_seconds,
-            time.perf_counter() - t0,
-        )
 
-    def _raw_scores(
-        self,
-        profile: CompiledProfile,
-        evaluator: PodEvaluator,
-        g: NodeResults,
-        rows: IntpArray,
-        snapshot: Snapshot,
-    ) -> ScoreArray:
+    def _raw_scores(self, p: _Placing, g: NodeResults, rows: IntpArray) -> ScoreArray:
         """Raw scores of the feasible `rows` (int64; Python ints where a value is beyond int64 sums)."""
-        rules = profile.scores
+        evaluator, snapshot, rules = p.evaluator, p.snapshot, p.profile.scores
         if not rules:
             return np.zeros((len(rows), 0), dtype=np.int64)
         bound = int64_bound(rules)
