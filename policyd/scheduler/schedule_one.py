@@ -62,7 +62,7 @@ class SchedulingCycle(EventHandlers):
     attempts: AttemptLog
     victims: list[str]
     _rng: random.Random
-    _runner: Algorithm
+    algorithm: Algorithm
     _cluster_view: ClusterViewFactory
     _pending_refreshed: float
 
@@ -177,7 +177,7 @@ class SchedulingCycle(EventHandlers):
         cluster = self._cluster_view(snapshot)
         evaluator = profile.evaluator(pod.cel, cluster)
         nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
-        return self._runner.schedule_pod(
+        return self.algorithm.schedule_pod(
             profile,
             evaluator,
             pod,

@@ -71,7 +71,7 @@ class Scheduler(SchedulingCycle):
         self.victims: list[str] = []
         self.given_up: set[str] = set()
         self._rng = random.Random(self.options.seed)
-        self._runner = Algorithm(
+        self.algorithm = Algorithm(
             self._rng,
             self.options.percentage_of_nodes_to_score,
             groups=GroupCache() if self.options.reuse_node_results else None,
