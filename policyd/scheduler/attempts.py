@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.framework import FilterFailure, FilterResult, RuleRef
-from policyd.scheduler.algorithm.scoring import NodeScore, ScoreTable
+from policyd.scheduler.algorithm.scoring import NO_SCORES, NodeScore, ScoreTable
 
 NO_NODE_AVAILABLE = "0/{n} nodes are available"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -140,7 +140,7 @@ class Attempt:
     node_names: Sequence[str] = ()
     failures: Mapping[str, FilterFailure] = field(default_factory=dict)
     filter_results: Mapping[str, Sequence[FilterResult]] = field(default_factory=dict)
-    scores: ScoreTable = field(default_factory=ScoreTable)
+    scores: ScoreTable = NO_SCORES
     _records: list[NodeRecord] | None = field(default=None, repr=False)
 
     @property
@@ -157,7 +157,7 @@ class Attempt:
         self.node_names = ()
         self.failures = {}
         self.filter_results = {}
-        self.scores = ScoreTable()
+        self.scores = NO_SCORES
         self._records = None
 
     def to_json(self) -> dict[str, Any]:

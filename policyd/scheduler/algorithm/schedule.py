@@ -38,7 +38,7 @@ from policyd.scheduler.algorithm.feasibility import (
     num_feasible_nodes_to_find,
 )
 from policyd.scheduler.algorithm.reuse import PASS, UNKNOWN, GroupCache, NodeResults, fresh_results
-from policyd.scheduler.algorithm.scoring import ScoreArray, ScoreTable, int64_bound, weigh
+from policyd.scheduler.algorithm.scoring import NO_SCORES, ScoreArray, ScoreTable, int64_bound, weigh
 from policyd.scheduler.algorithm.selection import select_host
 from policyd.scheduler.snapshot import PodViewLike, Snapshot
 
@@ -56,7 +56,7 @@ class ScheduleResult:
     feasible: int
     evaluated: int
     failures: dict[str, FilterFailure]
-    scores: ScoreTable = field(default_factory=ScoreTable)
+    scores: ScoreTable = NO_SCORES
     # every filter rule's verdict per evaluated node (explain mode only)
     all_results: dict[str, list[FilterResult]] = field(default_factory=dict)
     # wall time of the filter and score phases (metrics: rule time per profile and phase)
@@ -118,7 +118,7 @@ class Algorithm:
         filter_seconds = time.perf_counter() - t0
         if found.rows.size == 0:
             return ScheduleResult(
-                None, 0, found.evaluated, found.failures, ScoreTable(), verdicts, filter_seconds
+                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds
             )
         t0 = time.perf_counter()
         scores = self._prioritize(placing, cluster, found, explain)
@@ -309,14 +309,14 @@ class Algorithm:
         cluster.prescore(p.pod.cel, feasible)
         found.results.use_score_values(p.evaluator.prepare("score"))
         raw = self._raw_scores(p, found.results, rows)
-        normalized, totals = weigh(raw, rules)
+        totals, normalized = weigh(raw, rules, keep=explain)
         return ScoreTable(
             snapshot.names(),
             rows,
             totals,
             rules,
             raw if explain else None,
-            normalized if explain else None,
+            normalized,
         )
 
     def _raw_scores(self, p: _Placing, g: NodeResults, rows: IntpArray) -> ScoreArray:

@@ -71,14 +71,21 @@ def normalize(raw: ScoreArray, mode: Normalize) -> ScoreArray:
     raise ValueError(f"unknown normalisation {mode!r}")
 
 
-def weigh(raw: ScoreArray, rules: Sequence[ScoreRule]) -> tuple[ScoreArray, ScoreArray]:
-    """Normalised scores (one column per rule) and weighted totals of a raw score matrix."""
-    normalized = np.empty_like(raw)
+def weigh(
+    raw: ScoreArray, rules: Sequence[ScoreRule], keep: bool = False
+) -> tuple[ScoreArray, ScoreArray | None]:
+    """Weighted totals of a raw score matrix (one column per rule), and the normalised matrix when
+    `keep`."""
     total = np.zeros(raw.shape[0], dtype=raw.dtype)
+    columns = []
     for j, rule in enumerate(rules):
-        normalized[:, j] = normalize(raw[:, j], rule.normalize)
-        total += normalized[:, j] * rule.weight
-    return normalized, total
+        column = normalize(raw[:, j], rule.normalize)
+        total += column * rule.weight
+        if keep:
+            columns.append(column)
+    if not keep:
+        return total, None
+    return total, np.column_stack(columns) if columns else np.zeros((raw.shape[0], 0), dtype=raw.dtype)
 
 
 @dataclass(frozen=True)
@@ -124,3 +131,6 @@ class ScoreTable:
                 )
             out.append(NodeScore(self.node(i), int(self.totals[i]), parts))
         return out
+
+
+NO_SCORES = ScoreTable()  # a cycle that scored no node

@@ -121,9 +121,10 @@ def test_weighted_totals_and_selection_agree_with_the_oracle(
     rules = tuple(ScoreRule(LEAST, w, m) for m, w in zip(modes, weights, strict=True))  # type: ignore[arg-type]
     columns = [oracle.normalize([r[j] for r in raw], rules[j].normalize) for j in range(2)]
     totals = [sum(columns[j][i] * rules[j].weight for j in range(2)) for i in range(len(raw))]
-    normalized, got = weigh(np.array(raw, dtype=np.int64), rules)
+    got, normalized = weigh(np.array(raw, dtype=np.int64), rules, keep=True)
     assert got.tolist() == totals
-    assert normalized.T.tolist() == columns
+    assert normalized is not None and normalized.T.tolist() == columns
+    assert weigh(np.array(raw, dtype=np.int64), rules)[1] is None
     scores = [oracle.NodeScore(str(i), t) for i, t in enumerate(totals)]
     expected = oracle.select_host(scores, random.Random(seed)).node
     assert str(select_host(got, random.Random(seed))) == expected
