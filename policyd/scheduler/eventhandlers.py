@@ -102,7 +102,7 @@ class EventHandlers:
     synced: threading.Event
     _policies: CompiledPolicySet
     _pod_view: PodViewFactory
-    _pod_view_update: Callable[[Any, KubeObject], PodViewLike] | None
+    _pod_view_update: Callable[[Any, KubeObject], PodViewLike]
     _inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]]
     _inbox_lock: threading.Condition
     _attempt_started: dict[str, float]
@@ -244,8 +244,6 @@ class EventHandlers:
 
     def _updated_view(self, obj: KubeObject) -> PodViewLike:
         """The view of an updated pod, derived from the one we hold when only status/nodeName moved."""
-        if self._pod_view_update is None:
-            return self._pod_view(obj)
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         prev = self.cache.pod(key)

@@ -20,7 +20,7 @@ from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.attempts import AttemptLog
 from policyd.scheduler.backend import ClusterBackend, KubeObject
 from policyd.scheduler.binder import Binder
-from policyd.scheduler.cache import Cache, NodeFactory
+from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock, FakeClock, RealClock
 from policyd.scheduler.cluster import views
 from policyd.scheduler.cluster.cluster_index import cluster_view_factory
@@ -44,23 +44,19 @@ class Scheduler(SchedulingCycle):
         *,
         clock: Clock | None = None,
         options: SchedulerOptions | None = None,
-        pod_view: PodViewFactory | None = None,
-        node_state: NodeFactory | None = None,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
         self.options = options or SchedulerOptions()
         self.clock: Clock = clock or RealClock()
         self.backend = backend
         self._policies = policies
-        self._pod_view = pod_view or views.pod_view
-        # the default views derive an updated pod's view from the one held (a custom factory cannot)
-        self._pod_view_update: Callable[[Any, KubeObject], PodViewLike] | None = (
-            None if pod_view is not None else views.pod_view_update
-        )
+        self._pod_view: PodViewFactory = views.pod_view
+        # an updated pod's view is derived from the one held when only status or nodeName moved
+        self._pod_view_update: Callable[[Any, KubeObject], PodViewLike] = views.pod_view_update
         # one ClusterIndex per scheduler, kept across cycles
         self._cluster_view: ClusterViewFactory = cluster_view_factory()
         self.queue = SchedulingQueue(self.clock, self.options.queue)
-        self.cache = Cache(node_state or views.node_state, self.clock, ttl=self.options.assumed_ttl)
+        self.cache = Cache(views.node_state, self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()
         self.budgets = BudgetIndex()
         self.permits = Permits(self.clock)

@@ -79,7 +79,7 @@ class FakeNode:
 
     @property
     def cel(self) -> dict[str, Any]:
-        alloc = int(self.obj.get("status", {}).get("allocatable", {}).get("cpu", 0))
+        alloc = int(str(self.obj.get("status", {}).get("allocatable", {}).get("cpu", "0m")).rstrip("m"))
         used = sum(p.cpu for p in self.pods.values())
         return {
             "name": self.name,
@@ -114,8 +114,9 @@ class FakeNode:
 
 
 def node_obj(name: str, cpu: int = 4000, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A raw node dict for FakeNode."""
-    return {"metadata": {"name": name, "labels": labels or {}}, "status": {"allocatable": {"cpu": cpu}}}
+    """A raw node dict (cpu in millicores) for FakeNode and the real views."""
+    allocatable = {"cpu": f"{cpu}m", "memory": "64Gi", "pods": "110"}
+    return {"metadata": {"name": name, "labels": labels or {}}, "status": {"allocatable": allocatable}}
 
 
 FIT = RuleRef("fake", "Fit")
