@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
-
-if TYPE_CHECKING:
-    from policyd.evaluation.columns import NodeColumns
 
 CelObject = Mapping[str, Any]
 Normalize = Literal["none", "max", "reverse", "minmax", "reverse-minmax"]
@@ -73,6 +70,15 @@ class ScoreRule:
     normalize: Normalize
 
 
+class NodeTable(Protocol):
+    """The snapshot's nodes held column-wise for the vectorised evaluator, one row per snapshot row
+    (`policyd.evaluation.columns.NodeColumns`)."""
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        ...
+
+
 class ClusterFunctions(Protocol):
     """What the algorithm calls on the cluster view object (besides the functions rules call)."""
 
@@ -107,12 +113,12 @@ class PodEvaluator(Protocol):
         """Raw (un-normalised) scores, one per `CompiledProfile.scores` entry, for a feasible node."""
         ...
 
-    def bulk_filter(self, columns: NodeColumns, rows: IntpArray) -> tuple[BoolArray, bool] | None:
+    def bulk_filter(self, columns: NodeTable, rows: IntpArray) -> tuple[BoolArray, bool] | None:
         """Which `rows` pass every filter by the vectorised plans (the others fail or are unsure), and
         whether that may be reused for equivalent pods; None when the plans cannot evaluate this pod."""
         ...
 
-    def bulk_scores(self, columns: NodeColumns, rows: IntpArray) -> tuple[FloatArray, bool] | None:
+    def bulk_scores(self, columns: NodeTable, rows: IntpArray) -> tuple[FloatArray, bool] | None:
         """Raw scores of `rows` (one column per score rule, as `score`) by the vectorised plans, and
         whether they may be reused; None when the plans cannot give them."""
         ...

@@ -19,7 +19,6 @@ from policyd import framework as pl
 from policyd.cel.values import freeze
 from policyd.compiler.codegen import UNSET, PolicyCode
 from policyd.compiler.vectorised import Part, VectorisedEvaluator
-from policyd.evaluation.columns import NodeColumns
 
 _MISSING = object()
 
@@ -107,11 +106,11 @@ class GeneratedEvaluator:
 
     # -- many nodes at once: the vectorised evaluator
 
-    def bulk_filter(self, columns: NodeColumns, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
+    def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
         """Which of `rows` pass every filter by the vectorised plans, and whether reusable (None: no plan)."""
         return self.vectorised.bulk_filter(columns, rows)
 
-    def bulk_scores(self, columns: NodeColumns, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
+    def bulk_scores(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
         """Raw scores of `rows` by the vectorised plans, and whether reusable (None: no plan)."""
         return self.vectorised.bulk_scores(columns, rows)
 

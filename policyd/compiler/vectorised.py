@@ -17,7 +17,6 @@ import numpy as np
 from policyd import framework as pl
 from policyd.compiler import lowering as vectorize
 from policyd.compiler.codegen import UNSET, LetError, PolicyCode
-from policyd.evaluation.columns import NodeColumns
 
 # (profile index of the policy, its code, its pod-only let slots): a policy that applies to the pod
 Part = tuple[int, PolicyCode, list[Any]]
@@ -61,7 +60,7 @@ class VectorisedEvaluator:
             known[name] = vectorize.EvalErr(value.message) if isinstance(value, LetError) else value
         return memo
 
-    def bulk_filter(self, columns: NodeColumns, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
+    def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
         """Rows passing every filter by the plans, and whether no cluster call depended on the node."""
         plans = self._plans("filter")
         if plans is None:
@@ -77,7 +76,7 @@ class VectorisedEvaluator:
             return None
         return passed, not self.cluster.called
 
-    def bulk_scores(self, columns: NodeColumns, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
+    def bulk_scores(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
         """Raw scores of `rows` by the plans (one column per profile score rule), and whether reusable."""
         plans = self._plans("score")
         if plans is None:
