@@ -12,9 +12,12 @@ plain dicts (`PodInfo.cel`, `NodeInfo.cel`); `cluster` is the runtime's `Cluster
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 CelObject = Mapping[str, Any]
 Normalize = Literal["none", "max", "reverse", "minmax", "reverse-minmax"]
@@ -22,6 +25,10 @@ Normalize = Literal["none", "max", "reverse", "minmax", "reverse-minmax"]
 MAX_NODE_SCORE = 100
 # the profile (schedulerName) of policies that name none, and of pods whose schedulerName no profile has
 DEFAULT_PROFILE = "policyd"
+
+IntpArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,36 @@ class ScoreRule:
     normalize: Normalize
 
 
+class NodeTable(Protocol):
+    """The snapshot's nodes held column-wise for the vectorised evaluator, one row per snapshot row
+    (`policyd.evaluation.columns.NodeColumns`)."""
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        ...
+
+
+class ClusterFunctions(Protocol):
+    """What the algorithm calls on the cluster view object (besides the functions rules call)."""
+
+    def prescore(self, pod: CelObject, feasible: Sequence[CelObject]) -> None:
+        """Tell the view which nodes passed the filters for `pod` (kube-scheduler PreScore input)."""
+        ...
+
+
+EvaluationPhase = Literal["filter", "score"]
+
+
 class PodEvaluator(Protocol):
-    """Evaluates one pod's rules against nodes; created once per pod per cycle (PreFilter)."""
+    """Evaluates one pod's rules against nodes; created once per pod per cycle (PreFilter).
+
+    Two evaluators answer behind it: the generated per-node functions (`filter`, `filter_all`, `score`)
+    and the vectorised plans over node columns (`bulk_filter`, `bulk_scores`, which may decline with
+    None or leave rows unsure; the per-node functions decide those). The rest serves the reuse cache in
+    front of it (policyd.scheduler.algorithm.reuse): what identifies equivalent pods (`signature`), the
+    pod-only values both phases depend on (`prepare`), and whether a node evaluation consulted the
+    cluster view (whose answers depend on more than the pod and the node).
+    """
 
     def filter(self, node: CelObject) -> FilterFailure | None:
         """The first failing filter rule for `node`, or None when every filter passes."""
@@ -79,6 +114,37 @@ class PodEvaluator(Protocol):
 
     def score(self, node: CelObject) -> list[float]:
         """Raw (un-normalised) scores, one per `CompiledProfile.scores` entry, for a feasible node."""
+        ...
+
+    def bulk_filter(self, columns: NodeTable, rows: IntpArray) -> tuple[BoolArray, bool] | None:
+        """Which `rows` pass every filter by the vectorised plans (the others fail or are unsure), and
+        whether that may be reused for equivalent pods; None when the plans cannot evaluate this pod."""
+        ...
+
+    def bulk_scores(self, columns: NodeTable, rows: IntpArray) -> tuple[FloatArray, bool] | None:
+        """Raw scores of `rows` (one column per score rule, as `score`) by the vectorised plans, and
+        whether they may be reused; None when the plans cannot give them."""
+        ...
+
+    def signature(self) -> Hashable | None:
+        """A key equal for pods whose node evaluations read the same pod values (None: not reusable)."""
+        ...
+
+    def prepare(self, phase: EvaluationPhase) -> tuple[Any, ...]:
+        """Compute the pod-only lets of `phase` before any node; returns their values."""
+        ...
+
+    def track_cluster(self) -> None:
+        """From now on note whether node evaluations call the cluster view."""
+        ...
+
+    @property
+    def cluster_called(self) -> bool:
+        """True when a node evaluation called the cluster view since `reset_cluster_called`."""
+        ...
+
+    def reset_cluster_called(self) -> None:
+        """Start noting cluster view calls afresh."""
         ...
 
 
@@ -119,7 +185,7 @@ class CompiledProfile(Protocol):
         """Sort key for the active queue (smaller first); the runtime appends enqueue time, ns/name."""
         ...
 
-    def evaluator(self, pod: CelObject, cluster: Any) -> PodEvaluator:
+    def evaluator(self, pod: CelObject, cluster: ClusterFunctions) -> PodEvaluator:
         """Prepare the per-pod evaluation (pod-only `let`s evaluated once here)."""
         ...
 

@@ -121,7 +121,7 @@ def run_workload(
         clock=FakeClock(),
         options=SchedulerOptions(adopt_unknown_schedulers=True, seed=seed),
     )
-    runner = scheduler._runner
+    runner = scheduler.algorithm
     cluster.start(scheduler)
     latencies: list[float] = []
     measured_seconds = 0.0

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -15,6 +15,7 @@ import yaml
 from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
 from policyd.errors import PolicydError
+from policyd.framework import CompiledPolicySet
 from policyd.scheduler.attempts import explain_table
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
@@ -115,6 +116,25 @@ def simulate(
 
     policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
     cluster = SimulatedCluster.from_file(cluster_path or str(shipped.example_cluster()))
+    pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))
+    show = _progress(progress_stream, pending) if progress_stream is not None else None
+    started = time.perf_counter()
+    scheduler = run_simulation(policies, cluster, seed, explain, MAX_ATTEMPTS, progress=show)
+    seconds = time.perf_counter() - started
+    if show is not None and progress_stream is not None:
+        progress_stream.write("\n")
+    return Simulation(scheduler, cluster, placements(scheduler, cluster), seconds)
+
+
+def run_simulation(
+    policies: CompiledPolicySet,
+    cluster: SimulatedCluster,
+    seed: int,
+    explain: bool,
+    max_attempts: int,
+    progress: Callable[[int], None] | None = None,
+) -> Scheduler:
+    """Schedule the simulated cluster's pending pods on a fake clock until nothing is left to try."""
     scheduler = Scheduler(
         policies,
         cluster,
@@ -123,21 +143,15 @@ def simulate(
             adopt_unknown_schedulers=True,
             seed=seed,
             explain=explain,
-            max_attempts=MAX_ATTEMPTS,
+            max_attempts=max_attempts,
             attempt_log_pods=None,  # every attempt is reported and may be explained
             attempt_log_detailed=None,
         ),
     )
-    pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))
-    show = _progress(progress_stream, pending) if progress_stream is not None else None
-    started = time.perf_counter()
     cluster.start(scheduler)
-    scheduler.run_until_settled(progress=show)
-    seconds = time.perf_counter() - started
-    if show is not None and progress_stream is not None:
-        progress_stream.write("\n")
+    scheduler.run_until_settled(progress=progress)
     scheduler.binder.shutdown()
-    return Simulation(scheduler, cluster, placements(scheduler, cluster), seconds)
+    return scheduler
 
 
 def placements(scheduler: Scheduler, cluster: SimulatedCluster) -> list[Placement]:

@@ -1,10 +1,12 @@
-"""Policy test suites (`policyd test`): YAML cases checked against compiled policies.
+"""Policy test suites (`policyd test`): YAML cases checked against what the scheduler does.
 
 A suite (schema: policyd/schemas/policytest.schema.json) names policy files (relative to the suite), nodes,
 existing pods and PodDisruptionBudgets (full Kubernetes objects), and cases. A case gives the pod
 under test (or several pods for a queue-order case) and what to expect: per-node filter results,
-score order, chosen node, preemption victims, queue order. Evaluation uses the runtime's own pieces:
-PodInfo/NodeInfo, cache snapshot, cluster functions, `framework.score_nodes`, `preemption.find_preemption`.
+score order, chosen node, preemption victims, queue order. Each case runs the real `Scheduler` on the
+simulated back-end (as `policyd simulate` does, seed 0, explain mode on) for the pod's first
+scheduling cycle: filter results, scores and the chosen node come from that cycle, victims from its
+preemption, queue order from the scheduling queue.
 """
 
 from __future__ import annotations
@@ -18,19 +20,18 @@ import jsonschema
 import yaml
 
 from policyd import shipped
+from policyd.backends.simulated import SimulatedCluster
+from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
-from policyd.scheduler.algorithm import NodeScore, score_nodes
-from policyd.scheduler.cache import Cache
+from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
-from policyd.scheduler.cluster.functions import cluster_functions_factory
-from policyd.scheduler.cluster.objects import PodInfo, node_info, pod_info
-from policyd.scheduler.pdb import budget_from_object
-from policyd.scheduler.preemption import find_preemption
-from policyd.scheduler.snapshot import Snapshot
+from policyd.scheduler.cluster.objects import pod_info
+from policyd.scheduler.queue import QueueConfig, SchedulingQueue
 
 PASS = "pass"
+SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
 
 
 class SuiteError(PolicydError):
@@ -52,13 +53,29 @@ class CaseResult:
 
 
 @dataclass
-class _Outcome:
-    """What the policies decided for one pod."""
+class CaseOutcome:
+    """What the scheduler decided for the case's pod in its first cycle."""
 
-    failures: dict[str, FilterFailure]
-    scores: list[NodeScore]
+    failures: Mapping[str, FilterFailure]
+    scores: ScoreTable
+    chosen: str | None
     victims: list[str]
-    node_order: list[str]
+    nominated_node: str | None
+    node_order: Sequence[str]
+
+
+@dataclass(frozen=True)
+class CaseCluster:
+    """The cluster of one case: the suite's objects, the case's, then the pod under test."""
+
+    nodes: list[Mapping[str, Any]]
+    pods: list[Mapping[str, Any]]
+    pdbs: list[Mapping[str, Any]]
+    pod_key: str
+
+    def objects(self) -> list[Mapping[str, Any]]:
+        """Every object, as a cluster file lists them."""
+        return [*self.nodes, *self.pdbs, *self.pods]
 
 
 def _schema() -> dict[str, Any]:
@@ -79,7 +96,7 @@ def load_suite(path: Path) -> dict[str, Any]:
     return data  # type: ignore[no-any-return]
 
 
-def _profile(
+def case_profile(
     policies: CompiledPolicySet, suite: Mapping[str, Any], pod: Mapping[str, Any]
 ) -> CompiledProfile:
     name = suite.get("profile")
@@ -96,59 +113,40 @@ def _profile(
     return policies.profiles[str(name)]
 
 
-def _snapshot(
-    nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]
-) -> tuple[Snapshot, list[PodInfo]]:
-    cache = Cache(node_info, FakeClock())
-    for obj in nodes:
-        cache.add_node(obj)
-    infos = [pod_info(obj) for obj in pods]
-    for info in infos:
-        cache.add_pod(info)
-    snapshot = Snapshot()
-    cache.update_snapshot(snapshot)
-    return snapshot, infos
+def case_cluster(suite: Mapping[str, Any], case: Mapping[str, Any]) -> CaseCluster:
+    """The cluster a case is scheduled in (the pod under test last)."""
+    pod = case["pod"]
+    meta = pod.get("metadata") or {}
+    return CaseCluster(
+        nodes=[*suite.get("nodes", ()), *case.get("nodes", ())],
+        pods=[*suite.get("pods", ()), *case.get("pods", ()), pod],
+        pdbs=[*suite.get("pdbs", ()), *case.get("pdbs", ())],
+        pod_key=f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
+    )
 
 
-def _evaluate(profile: CompiledProfile, suite: Mapping[str, Any], case: Mapping[str, Any]) -> _Outcome:
-    nodes = [*suite.get("nodes", ()), *case.get("nodes", ())]
-    pods = [*suite.get("pods", ()), *case.get("pods", ())]
-    snapshot, existing = _snapshot(nodes, pods)
-    pod = pod_info(case["pod"])
-    cluster_functions = cluster_functions_factory()  # one index for the snapshot and its what-ifs
-    cluster = cluster_functions(snapshot)
-    evaluator = profile.evaluator(pod.cel, cluster)
-    failures: dict[str, FilterFailure] = {}
-    feasible = []
-    for state in snapshot.nodes():
-        failure = evaluator.filter(state.cel)
-        if failure is None:
-            feasible.append(state)
-        else:
-            failures[state.name] = failure
-    scores: list[NodeScore] = []
-    victims: list[str] = []
-    if feasible:
-        cluster.prescore(pod.cel, [n.cel for n in feasible])
-        scores = score_nodes(profile, evaluator, feasible)
-    else:
-        budgets = [budget_from_object(b) for b in [*suite.get("pdbs", ()), *case.get("pdbs", ())]]
-        outcome = find_preemption(
-            profile,
-            pod,
-            snapshot,
-            failures,
-            lambda snap: profile.evaluator(pod.cel, cluster_functions(snap)),
-            lambda _name: [],
-            budgets,
-            existing,
-        )
-        if outcome.candidate is not None:
-            victims = [v.key for v in outcome.candidate.victims]
-    return _Outcome(failures, scores, victims, [n.name for n in snapshot.nodes()])
+def first_cycle(profile: CompiledProfile, policies: CompiledPolicySet, cluster: CaseCluster) -> CaseOutcome:
+    """Run the scheduler with `profile` only until the case's pod had its first cycle."""
+    only = CompiledPolicySet(
+        policies.generation, policies.content_hash, {profile.scheduler_name: profile}, policies.sources
+    )
+    backend = SimulatedCluster(cluster.nodes, cluster.pods, cluster.pdbs)
+    scheduler = run_simulation(only, backend, SEED, explain=True, max_attempts=1)
+    attempts = scheduler.attempts.for_pod(cluster.pod_key)
+    if not attempts:
+        raise SuiteError(f"pod {cluster.pod_key} was not scheduled by profile {profile.scheduler_name!r}")
+    first = attempts[0]
+    return CaseOutcome(
+        first.failures,
+        first.scores,
+        first.chosen,
+        list(first.victims),
+        first.nominated_node,
+        first.node_names,
+    )
 
 
-def _check_filters(out: _Outcome, expected: Mapping[str, Any], problems: list[str]) -> None:
+def _check_filters(out: CaseOutcome, expected: Mapping[str, Any], problems: list[str]) -> None:
     for node, want in expected.items():
         if node not in out.node_order:
             problems.append(f"filter: no node {node!r} in the case")
@@ -164,10 +162,8 @@ def _check_filters(out: _Outcome, expected: Mapping[str, Any], problems: list[st
             problems.append(f"filter {node}: expected {want_list!r}, got {got!r}")
 
 
-def _check_scores(out: _Outcome, groups: Sequence[Any], problems: list[str]) -> None:
-    totals = {s.node: s.total for s in out.scores}
-    if len(out.scores) == 1 and not totals:
-        return
+def _check_scores(out: CaseOutcome, groups: Sequence[Any], problems: list[str]) -> None:
+    totals = out.scores.by_node()
     flat: list[list[str]] = [[g] if isinstance(g, str) else list(g) for g in groups]
     for group in flat:
         for node in group:
@@ -186,15 +182,9 @@ def _check_scores(out: _Outcome, groups: Sequence[Any], problems: list[str]) -> 
             )
 
 
-def _chosen(out: _Outcome) -> list[str]:
-    if not out.scores:
-        return [n for n in out.node_order if n not in out.failures]
-    best = max(s.total for s in out.scores)
-    return [s.node for s in out.scores if s.total == best]
-
-
-def _score_table(out: _Outcome) -> str:
-    return ", ".join(f"{s.node}={s.total}" for s in sorted(out.scores, key=lambda s: -s.total))
+def _score_table(out: CaseOutcome) -> str:
+    totals = out.scores.by_node()
+    return ", ".join(f"{node}={total}" for node, total in sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
 def run_case(
@@ -207,8 +197,8 @@ def run_case(
         if "queue" in case:
             _check_queue(policies, suite, case, expect, result.problems)
             return result
-        profile = _profile(policies, suite, case["pod"])
-        out = _evaluate(profile, suite, case)
+        profile = case_profile(policies, suite, case["pod"])
+        out = first_cycle(profile, policies, case_cluster(suite, case))
     except PolicydError as exc:
         result.problems.append(f"error: {exc}")
         return result
@@ -217,14 +207,13 @@ def run_case(
     if "scoreOrder" in expect:
         _check_scores(out, expect["scoreOrder"], result.problems)
     if "node" in expect:
-        chosen = _chosen(out)
         want = expect["node"]
         if want is None:
-            if chosen:
-                result.problems.append(f"node: expected unschedulable, feasible: {chosen}")
-        elif chosen != [want]:
-            detail = f" (scores: {_score_table(out)})" if out.scores else ""
-            result.problems.append(f"node: expected {want}, got {chosen or 'none'}{detail}")
+            if out.chosen is not None:
+                result.problems.append(f"node: expected unschedulable, got {out.chosen}")
+        elif out.chosen != want:
+            detail = f" (scores: {_score_table(out)})" if len(out.scores) else ""
+            result.problems.append(f"node: expected {want}, got {out.chosen or 'none'}{detail}")
     if "victims" in expect and sorted(expect["victims"]) != sorted(out.victims):
         result.problems.append(f"victims: expected {sorted(expect['victims'])}, got {sorted(out.victims)}")
     return result
@@ -240,23 +229,35 @@ def _check_queue(
     infos = [pod_info(obj) for obj in case["queue"]]
     if not infos:
         return
-    profile = _profile(policies, suite, case["queue"][0])
-    order = sorted(range(len(infos)), key=lambda i: (profile.queue_key(infos[i].cel), i, infos[i].key))
-    got = [infos[i].key for i in order]
+    profile = case_profile(policies, suite, case["queue"][0])
+    clock = FakeClock()
+    queue = SchedulingQueue(clock, QueueConfig())
+    for info in infos:  # the pods arrive in the order the case lists them
+        queue.add(info, profile)
+        clock.advance(1.0)
+    got = []
+    while (queued := queue.pop()) is not None:
+        got.append(queued.key)
     want = list(expect.get("queueOrder", []))
     if want and got != want:
         problems.append(f"queueOrder: expected {want}, got {got}")
 
 
+def policy_paths(path: Path, suite: Mapping[str, Any]) -> list[str]:
+    """The suite's policy files, resolved against the suite's directory; raises SuiteError."""
+    paths = [str((path.parent / p).resolve()) for p in suite["policies"]]
+    for p in paths:
+        if not Path(p).exists():
+            raise SuiteError(f"{path}: policy file {p} does not exist")
+    return paths
+
+
 def run_suite(path: Path) -> list[CaseResult]:
     """Load, compile and run every case of one suite file; raises SuiteError for unusable suites."""
     suite = load_suite(path)
-    policy_paths = [str((path.parent / p).resolve()) for p in suite["policies"]]
-    for p in policy_paths:
-        if not Path(p).exists():
-            raise SuiteError(f"{path}: policy file {p} does not exist")
+    paths = policy_paths(path, suite)
     try:
-        policies = compile_paths(policy_paths, generation=1)
+        policies = compile_paths(paths, generation=1)
     except PolicydError as exc:
         raise SuiteError(f"{path}: policies do not compile:\n{exc}") from exc
     return [run_case(policies, suite, case, str(path)) for case in suite["cases"]]

@@ -12,14 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from policyd import framework as pl
 from policyd.cel.codegen import generate_function
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
-from policyd.cel.values import Duration, freeze
-from policyd.compiler import lowering as vectorize
-from policyd.compiler.codegen import LAST, UNSET, LetError, PolicyCode, compile_policy, descending, rule_ref
+from policyd.cel.values import Duration
+from policyd.compiler.codegen import LAST, PolicyCode, compile_policy, descending, rule_ref
+from policyd.compiler.evaluator import GeneratedEvaluator
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
@@ -70,192 +68,6 @@ def events_for_reads(reads: frozenset[str]) -> frozenset[str]:
 def _function(checked: CheckedExpression, params: tuple[str, ...]) -> Callable[..., Any]:
     """A single compiled CEL function of a checked expression (positional `params`)."""
     return generate_function(checked.ast, checked.result, checked.env, params).compile()
-
-
-class _ClusterCalls:
-    """Stands in for the cluster functions during node evaluations and notes whether it was called."""
-
-    __slots__ = ("called", "cluster")
-
-    def __init__(self, cluster: Any) -> None:
-        self.cluster = cluster
-        self.called = False
-
-    def __getattr__(self, name: str) -> Any:
-        self.called = True
-        return getattr(self.cluster, name)
-
-
-class _Evaluator:
-    """Per-pod evaluation against nodes (the `PodEvaluator` of one profile).
-
-    Besides the `PodEvaluator` calls it offers what the runtime needs to reuse node results across
-    pods of one group (docs/DESIGN.md, "Equivalent pods"): `signature()` (the pod fields node
-    evaluations read), `prepare(phase)` (the pod-only lets of the filters or scores, computed before
-    any node so they can be compared between pods) and `cluster_called` (whether the last node
-    evaluation called a cluster function, whose answers depend on more than the pod and the node).
-    """
-
-    def __init__(self, profile: _Profile, pod: pl.CelObject, cluster: Any) -> None:
-        self.pod = pod
-        self.profile = profile
-        self.calls = _ClusterCalls(cluster)
-        self.cluster: Any = cluster
-        self.parts: list[tuple[int, PolicyCode, list[Any]]] = []
-        self.node: Any = None
-        self.node_slots: list[list[Any]] = []
-        for k, code in enumerate(profile.codes):
-            if profile.matches(code, pod, cluster):
-                self.parts.append((k, code, [UNSET] * code.pod_slots))
-        self.score_offsets = profile.score_offsets
-        self.n_scores = len(profile.scores)
-
-    # -- reuse across pods
-
-    def signature(self) -> Any:
-        """A hashable key equal for pods whose node evaluations read the same pod values, or None."""
-        fields = self.profile.node_pod_fields
-        if fields is None:
-            return None
-        pod = self.pod
-        try:
-            frozen = tuple(freeze(pod.get(f, _MISSING)) for f in fields)
-            key = (tuple(k for k, _, _ in self.parts), frozen)
-            hash(key)
-        except TypeError:
-            return None
-        return key
-
-    def prepare(self, phase: str) -> tuple[Any, ...]:
-        """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values."""
-        values: list[Any] = []
-        cluster = self.calls.cluster
-        for _, code, pod_slots in self.parts:
-            if phase == "filter":
-                assert code.prepare_filter is not None
-                code.prepare_filter(self.pod, cluster, pod_slots)
-                values.extend(pod_slots[i] for i in code.filter_pod_slots)
-            else:
-                assert code.prepare_score is not None
-                code.prepare_score(self.pod, cluster, pod_slots)
-                values.extend(pod_slots[i] for i in code.score_pod_slots)
-        return tuple(values)
-
-    def track_cluster(self) -> None:
-        """From now on node evaluations see the cluster functions through `_ClusterCalls`."""
-        self.cluster = self.calls
-
-    @property
-    def cluster_called(self) -> bool:
-        """True when a node evaluation called a cluster function since the last `reset_cluster_called`."""
-        return self.calls.called
-
-    def reset_cluster_called(self) -> None:
-        """Start noting cluster function calls afresh."""
-        self.calls.called = False
-
-    # -- many nodes at once (vectorised plans over node columns)
-
-    def _plans(self, kind: str) -> list[tuple[int, PolicyCode, list[Any], Any]] | None:
-        out = []
-        for k, code, pod_slots in self.parts:
-            plan = code.vector_plan()
-            rules = plan.filters if kind == "filter" else plan.scores
-            if any(r is None for r in rules):
-                return None
-            out.append((k, code, pod_slots, plan))
-        return out
-
-    def _evaluation(self, code: PolicyCode, pod_slots: list[Any], plan: Any, columns: Any, rows: Any) -> Any:
-        """A plan evaluation over `rows` that reuses the pod-only lets computed by `prepare`."""
-        memo = plan.evaluation(columns, self.pod, self.calls, rows=rows)
-        known = memo._ev.let_values
-        for name, slot in code.pod_let_slots.items():
-            value = pod_slots[slot]
-            if value is UNSET:
-                continue
-            known[name] = vectorize.EvalErr(value.message) if isinstance(value, LetError) else value
-        return memo
-
-    def bulk_filter(self, columns: Any, rows: Any) -> tuple[Any, bool] | None:
-        """Which of `rows` pass every filter, by the vectorised plans, and whether that verdict may be
-        reused for equivalent pods (no cluster function call depended on the node); None: some rule has no
-        plan or a plan cannot evaluate this pod exactly. Rows not passed may fail or be unsure."""
-        plans = self._plans("filter")
-        if plans is None:
-            return None
-        passed = np.ones(len(rows), dtype=bool)
-        self.calls.called = False
-        try:
-            for _, code, pod_slots, plan in plans:
-                memo = self._evaluation(code, pod_slots, plan, columns, rows)
-                for rule in plan.filters:
-                    passed &= rule.evaluate(self.pod, columns, self.calls, memo, rows=rows).values
-        except vectorize.Unsupported:
-            return None
-        return passed, not self.calls.called
-
-    def bulk_scores(self, columns: Any, rows: Any) -> tuple[Any, bool] | None:
-        """Raw scores of `rows` (one column per profile score rule, as `score`), by the vectorised plans,
-        and whether they may be reused; None when the plans cannot give them."""
-        plans = self._plans("score")
-        if plans is None:
-            return None
-        out = np.zeros((len(rows), self.n_scores), dtype=np.float64)
-        self.calls.called = False
-        try:
-            for k, code, pod_slots, plan in plans:
-                memo = self._evaluation(code, pod_slots, plan, columns, rows)
-                start = self.score_offsets[k]
-                for j, rule in enumerate(plan.scores):
-                    out[:, start + j] = rule.evaluate(self.pod, columns, self.calls, memo, rows=rows).values
-        except vectorize.Unsupported:
-            return None
-        return out, not self.calls.called
-
-    # -- PodEvaluator
-
-    def _slots(self, node: pl.CelObject) -> list[list[Any]]:
-        if node is not self.node:
-            self.node = node
-            self.node_slots = [[UNSET] * code.node_slots for _, code, _ in self.parts]
-        return self.node_slots
-
-    def filter(self, node: pl.CelObject) -> pl.FilterFailure | None:
-        """The first failing filter rule for `node`, or None."""
-        slots = self._slots(node)
-        for i, (_, code, pod_slots) in enumerate(self.parts):
-            failed = code.filter(self.pod, self.cluster, node, pod_slots, slots[i])
-            if failed is not None:
-                index, reasons, error, unresolvable = failed
-                return pl.FilterFailure(
-                    code.filters[index], tuple(reasons), error=error, unresolvable=unresolvable
-                )
-        return None
-
-    def filter_all(self, node: pl.CelObject) -> list[pl.FilterResult]:
-        """Every filter rule's verdict for `node` (applying policies only)."""
-        slots = self._slots(node)
-        out: list[pl.FilterResult] = []
-        for i, (_, code, pod_slots) in enumerate(self.parts):
-            for index, passed, reasons, error in code.filter_all(
-                self.pod, self.cluster, node, pod_slots, slots[i]
-            ):
-                out.append(pl.FilterResult(code.filters[index], passed, tuple(reasons), error))
-        return out
-
-    def score(self, node: pl.CelObject) -> list[float]:
-        """Raw scores per profile score rule (0 for rules of policies that do not apply)."""
-        slots = self._slots(node)
-        out = [0.0] * self.n_scores
-        for i, (k, code, pod_slots) in enumerate(self.parts):
-            start = self.score_offsets[k]
-            values = code.score(self.pod, self.cluster, node, pod_slots, slots[i])
-            out[start : start + len(values)] = values
-        return out
-
-
-_MISSING = object()
 
 
 @dataclass
@@ -312,9 +124,12 @@ class _Profile:
         """Sort key for the active queue (smaller first)."""
         return self.queue_fn(pod)
 
-    def evaluator(self, pod: pl.CelObject, cluster: Any) -> pl.PodEvaluator:
-        """Prepare the per-pod evaluation."""
-        return _Evaluator(self, pod, cluster)
+    def evaluator(self, pod: pl.CelObject, cluster: pl.ClusterFunctions) -> pl.PodEvaluator:
+        """Prepare the per-pod evaluation: the policies that apply to `pod`, their generated functions."""
+        parts = [(k, code) for k, code in enumerate(self.codes) if self.matches(code, pod, cluster)]
+        return GeneratedEvaluator(
+            pod, cluster, parts, self.score_offsets, len(self.scores), self.node_pod_fields
+        )
 
     def wake_events(self, rule: pl.RuleRef) -> frozenset[str]:
         """Event kinds that may make a pod rejected by `rule` schedulable."""

@@ -8,9 +8,9 @@ node lacks the key); `taints`, `name`, `images` and whole `labels` maps are cate
 values, so an expression reading only them is evaluated once per distinct value. The node's `.cel` dict
 is kept per row for the rare expression that needs the whole node.
 
-Updates are incremental: `set_node(row, cel)` (node add/update) rewrites one row, `add_pod(row,
-requests, non_zero)` / `remove_pod(...)` adjust the allocation columns, `remove_node(row)` marks a row
-dead. Columns grow by doubling; nothing is rebuilt per pod.
+Updates are incremental: `set_node(row, cel)` rewrites one row from the node's `.cel` dict (its pods
+already counted in it); the scheduler's column sync calls it for the rows whose cache generation moved.
+Columns grow by doubling; nothing is rebuilt per pod.
 """
 
 from __future__ import annotations
@@ -81,10 +81,7 @@ class NodeColumns:
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = max(1, capacity)
         self.size = 0
-        self.names: list[str] = []
-        self.row_of: dict[str, int] = {}
         self.cels: list[Mapping[str, Any] | None] = []
-        self.alive: BoolArray = np.zeros(self.capacity, dtype=bool)
         self.pod_count: IntArray = np.zeros(self.capacity, dtype=np.int64)
         self.unschedulable: BoolArray = np.zeros(self.capacity, dtype=bool)
         self.ready: BoolArray = np.zeros(self.capacity, dtype=bool)
@@ -96,8 +93,6 @@ class NodeColumns:
             "name": Categorical(self.capacity),
             "images": Categorical(self.capacity),
         }
-        # bumped on every change: evaluation caches key on it
-        self.version = 0
 
     # -- structure ------------------------------------------------------------------------------
 
@@ -111,7 +106,6 @@ class NodeColumns:
         while cap < need:
             cap *= 2
         extra = cap - self.capacity
-        self.alive = np.concatenate([self.alive, np.zeros(extra, dtype=bool)])
         self.pod_count = np.concatenate([self.pod_count, np.zeros(extra, dtype=np.int64)])
         self.unschedulable = np.concatenate([self.unschedulable, np.zeros(extra, dtype=bool)])
         self.ready = np.concatenate([self.ready, np.zeros(extra, dtype=bool)])
@@ -137,25 +131,20 @@ class NodeColumns:
             cat = self.labels[key] = Categorical(self.capacity)
         return cat
 
-    # -- node events ----------------------------------------------------------------------------
+    # -- rows -----------------------------------------------------------------------------------
 
     def add_node(self, cel: Mapping[str, Any]) -> int:
         """Append a node (its `.cel` dict, pods already counted in it); returns its row."""
         row = self.size
         self._grow(row + 1)
         self.size += 1
-        name = str(cel.get("name", ""))
-        self.names.append(name)
         self.cels.append(None)
-        self.row_of[name] = row
         self.set_node(row, cel)
         return row
 
     def set_node(self, row: int, cel: Mapping[str, Any]) -> None:
         """Rewrite row `row` from a node's `.cel` dict (node update, or resynchronisation)."""
-        self.version += 1
         self.cels[row] = cel
-        self.alive[row] = True
         self.unschedulable[row] = bool(cel.get("unschedulable", False))
         self.ready[row] = bool(cel.get("ready", False))
         self.pod_count[row] = int(cel.get("podCount", 0))
@@ -183,37 +172,6 @@ class NodeColumns:
         images = cel.get("images") or {}
         self.whole["images"].codes[row] = self.whole["images"].code_of(images, freeze(images))
 
-    def remove_node(self, row: int) -> None:
-        """Mark row `row` dead (rows keep their positions)."""
-        self.version += 1
-        self.alive[row] = False
-        self.cels[row] = None
-        self.row_of.pop(self.names[row], None)
-
-    # -- pod events -----------------------------------------------------------------------------
-
-    def add_pod(
-        self, row: int, requests: Mapping[str, int], non_zero: Mapping[str, int], sign: int = 1
-    ) -> None:
-        """Count a pod's requests against row `row` (sign -1: remove it), as `NodeInfo.add_pod`."""
-        self.version += 1
-        for res, amount in requests.items():
-            col = self.resource("requested", res)
-            col.values[row] += sign * amount
-            col.present[row] = True
-        pods = self.resource("requested", "pods")
-        pods.values[row] += sign
-        pods.present[row] = True
-        for res, amount in non_zero.items():
-            col = self.resource("nonZeroRequested", res)
-            col.values[row] += sign * amount
-            col.present[row] = True
-        self.pod_count[row] += sign
-
-    def remove_pod(self, row: int, requests: Mapping[str, int], non_zero: Mapping[str, int]) -> None:
-        """Stop counting a pod's requests against row `row`."""
-        self.add_pod(row, requests, non_zero, sign=-1)
-
     # -- derived columns ------------------------------------------------------------------------
 
     def free(self, resource: str) -> tuple[IntArray, BoolArray]:
@@ -236,10 +194,6 @@ class NodeColumns:
         if col is None:
             return np.zeros(self.size, dtype=np.int64), np.zeros(self.size, dtype=bool)
         return col.values[: self.size], col.present[: self.size]
-
-    def rows(self, names: Iterable[str]) -> list[int]:
-        """Rows of the nodes named `names`."""
-        return [self.row_of[n] for n in names]
 
     @classmethod
     def from_nodes(cls, cels: Iterable[Mapping[str, Any]]) -> NodeColumns:

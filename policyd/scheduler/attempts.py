@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.framework import FilterFailure, FilterResult, RuleRef
-from policyd.scheduler.algorithm import NodeScore
+from policyd.scheduler.algorithm.scoring import NO_SCORES, NodeScore, ScoreTable
 
 NO_NODE_AVAILABLE = "0/{n} nodes are available"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -140,7 +140,7 @@ class Attempt:
     node_names: Sequence[str] = ()
     failures: Mapping[str, FilterFailure] = field(default_factory=dict)
     filter_results: Mapping[str, Sequence[FilterResult]] = field(default_factory=dict)
-    scores: Sequence[NodeScore] = ()
+    scores: ScoreTable = NO_SCORES
     _records: list[NodeRecord] | None = field(default=None, repr=False)
 
     @property
@@ -157,7 +157,7 @@ class Attempt:
         self.node_names = ()
         self.failures = {}
         self.filter_results = {}
-        self.scores = ()
+        self.scores = NO_SCORES
         self._records = None
 
     def to_json(self) -> dict[str, Any]:
@@ -180,11 +180,11 @@ def build_node_records(
     node_names: Iterable[str],
     failures: Mapping[str, FilterFailure],
     all_results: Mapping[str, Sequence[FilterResult]],
-    scores: Sequence[NodeScore],
+    scores: ScoreTable,
     evaluated: Iterable[str] | None = None,
 ) -> list[NodeRecord]:
     """One record per node of the snapshot, in snapshot order."""
-    by_node = {s.node: s for s in scores}
+    by_node = {s.node: s for s in scores.node_scores()}
     seen = set(evaluated) if evaluated is not None else None
     records = []
     for name in node_names:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
-from policyd.scheduler.algorithm import NominatedLookup, filter_with_nominated
+from policyd.scheduler.algorithm.feasibility import NominatedLookup, filter_with_nominated
 from policyd.scheduler.attempts import (
     NO_VICTIMS,
     NOT_ELIGIBLE_NEVER,
@@ -37,7 +37,7 @@ EvaluatorFactory = Callable[[Snapshot], PodEvaluator]
 
 def start_time(pod: PodInfoLike) -> float:
     """Start time of a pod; a pod that has not started counts as starting now (latest)."""
-    value = getattr(pod, "start_time", None)
+    value = pod.start_time
     return math.inf if not value else float(value)
 
 
@@ -81,8 +81,7 @@ def eligible_to_preempt(profile: CompiledProfile, pod: PodInfoLike, snapshot: Sn
 
 
 def _pods_of(node: NodeInfoLike) -> list[PodInfoLike]:
-    pods = getattr(node, "pods", {})
-    return list(pods.values())
+    return list(node.pods.values())
 
 
 def select_victims_on_node(

@@ -59,6 +59,11 @@ class PodInfoLike(Protocol):
         ...
 
     @property
+    def start_time(self) -> float | None:
+        """status.startTime in seconds since the epoch (None or 0: not started)."""
+        ...
+
+    @property
     def cel(self) -> Mapping[str, Any]:
         """The CEL-visible pod dict."""
         ...
@@ -75,6 +80,11 @@ class NodeInfoLike(Protocol):
     @property
     def cel(self) -> Mapping[str, Any]:
         """The CEL-visible node dict (includes `pods`, `requested`, `free`)."""
+        ...
+
+    @property
+    def pods(self) -> Mapping[str, Any]:
+        """The pods counted against the node, by key."""
         ...
 
     def update_node(self, obj: Mapping[str, Any]) -> None:
@@ -141,10 +151,6 @@ class Snapshot:
         """The position of node `name` in `nodes()`, or None."""
         return self._row.get(name)
 
-    def node_names(self) -> list[str]:
-        """Names of every node, in snapshot order."""
-        return [n.name for n in self._list]
-
     def names(self) -> tuple[str, ...]:
         """Names of every node, in snapshot order (one shared tuple per layout)."""
         if self._names is None:
@@ -167,11 +173,6 @@ class Snapshot:
             self._affinity[state.name] = pods
         else:
             self._affinity.pop(state.name, None)
-
-    def pods(self) -> Iterator[Mapping[str, Any]]:
-        """The CEL dicts of every pod on every node (assumed pods included)."""
-        for n in self._list:
-            yield from n.cel.get("pods", ())
 
     def replace(self, node: NodeInfoLike) -> Snapshot:
         """A derived snapshot with `node` substituted (preemption what-ifs); fresh generation.

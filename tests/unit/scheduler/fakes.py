@@ -79,7 +79,7 @@ class FakeNode:
 
     @property
     def cel(self) -> dict[str, Any]:
-        alloc = int(self.obj.get("status", {}).get("allocatable", {}).get("cpu", 0))
+        alloc = int(str(self.obj.get("status", {}).get("allocatable", {}).get("cpu", "0m")).rstrip("m"))
         used = sum(p.cpu for p in self.pods.values())
         return {
             "name": self.name,
@@ -114,8 +114,9 @@ class FakeNode:
 
 
 def node_obj(name: str, cpu: int = 4000, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A raw node dict for FakeNode."""
-    return {"metadata": {"name": name, "labels": labels or {}}, "status": {"allocatable": {"cpu": cpu}}}
+    """A raw node dict (cpu in millicores) for FakeNode and the real views."""
+    allocatable = {"cpu": f"{cpu}m", "memory": "64Gi", "pods": "110"}
+    return {"metadata": {"name": name, "labels": labels or {}}, "status": {"allocatable": allocatable}}
 
 
 FIT = RuleRef("fake", "Fit")
@@ -155,6 +156,30 @@ class FakeEvaluator:
         alloc = node["allocatable"]["cpu"]
         free_after = node["free"]["cpu"] - self.pod["requests"]["cpu"]
         return [free_after * 100 / alloc if alloc else 0.0]
+
+    # no vectorised plans and no reuse between pods: every node is evaluated per pod
+
+    def bulk_filter(self, columns: Any, rows: Any) -> None:
+        return None
+
+    def bulk_scores(self, columns: Any, rows: Any) -> None:
+        return None
+
+    def signature(self) -> None:
+        return None
+
+    def prepare(self, phase: str) -> tuple[Any, ...]:
+        return ()
+
+    def track_cluster(self) -> None:
+        pass
+
+    @property
+    def cluster_called(self) -> bool:
+        return True
+
+    def reset_cluster_called(self) -> None:
+        pass
 
 
 @dataclass

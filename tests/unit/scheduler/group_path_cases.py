@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from policyd.backends.simulated import SimulatedCluster
 from policyd.compiler.profiles import compile_paths
 from policyd.framework import CompiledPolicySet
+from policyd.scheduler.algorithm import schedule
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 from tests.builders import (
@@ -258,8 +259,19 @@ class MutableCluster(SimulatedCluster):
         self.update_node(name, new)
 
 
-def run(case: Case, reuse: bool) -> Outcome:
-    """Schedule `case` with the group path (`reuse`) or the per-node path; the outcome."""
+def run(case: Case, reuse: bool, vectorise: bool = True) -> Outcome:
+    """Schedule `case` with or without the reuse cache and the vectorised plans (without both:
+    every node evaluated per pod by the generated functions); explain mode on; the outcome."""
+    saved = schedule.BULK_MIN
+    if not vectorise:
+        schedule.BULK_MIN = 2**62
+    try:
+        return _run(case, reuse)
+    finally:
+        schedule.BULK_MIN = saved
+
+
+def _run(case: Case, reuse: bool) -> Outcome:
     cluster = MutableCluster(
         copy.deepcopy(case.nodes), copy.deepcopy(case.assigned + case.pending), copy.deepcopy(case.pdbs)
     )
@@ -273,6 +285,9 @@ def run(case: Case, reuse: bool) -> Outcome:
             max_attempts=MAX_ATTEMPTS,
             percentage_of_nodes_to_score=case.percentage,
             reuse_node_results=reuse,
+            explain=True,
+            attempt_log_pods=None,
+            attempt_log_detailed=None,
         ),
     )
     cluster.start(scheduler)
@@ -294,7 +309,18 @@ def run(case: Case, reuse: bool) -> Outcome:
             if not p["spec"].get("nodeName")
         },
         attempts=[
-            (a.pod, a.number, a.result, a.chosen, a.nominated_node, tuple(a.victims), a.message)
+            (
+                a.pod,
+                a.number,
+                a.result,
+                a.chosen,
+                a.nominated_node,
+                tuple(a.victims),
+                a.message,
+                {node: (f.rule, f.reasons) for node, f in a.failures.items()},
+                {node: tuple(results) for node, results in a.filter_results.items()},
+                [(s.node, s.total, s.rules) for s in a.scores.node_scores()],
+            )
             for key in scheduler.attempts.pods()
             for a in scheduler.attempts.for_pod(key)
         ],

@@ -1,21 +1,67 @@
-"""Framework: percentageOfNodesToScore, round robin, nominated pods, normalisation, selection."""
+"""The algorithm: window, nominated pods, normalisation and selection agree with the plain oracle."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from policyd.scheduler.algorithm import (
-    NodeScore,
-    ProfileRunner,
-    filter_with_nominated,
-    normalize,
-    num_feasible_nodes_to_find,
-    score_nodes,
-    select_host,
-)
-from tests.unit.scheduler.fakes import FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
+from policyd.framework import ScoreRule
+from policyd.scheduler.algorithm.feasibility import filter_with_nominated, num_feasible_nodes_to_find
+from policyd.scheduler.algorithm.schedule import Algorithm
+from policyd.scheduler.algorithm.scoring import normalize, weigh
+from policyd.scheduler.algorithm.selection import select_host
+from policyd.scheduler.cache import Cache
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.snapshot import Snapshot
+from tests.unit.scheduler import algorithm_oracle as oracle
+from tests.unit.scheduler.fakes import LEAST, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
+
+MODES = ("none", "max", "reverse", "minmax", "reverse-minmax")
+
+
+class _NoCluster:
+    def prescore(self, pod: Mapping[str, Any], feasible: Sequence[Mapping[str, Any]]) -> None:
+        pass
+
+
+def _snapshot(cpus: Sequence[int], pods: Sequence[FakePod] = ()) -> Snapshot:
+    cache = Cache(FakeNode, FakeClock())
+    for i, cpu in enumerate(cpus):
+        cache.add_node(node_obj(f"n{i:03}", cpu))
+    for pod in pods:
+        cache.add_pod(pod)
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    return snapshot
+
+
+def _schedule(
+    algorithm: Algorithm,
+    profile: FakeProfile,
+    pod: FakePod,
+    snapshot: Snapshot,
+    nominated: Mapping[str, list[FakePod]] | None = None,
+    nominated_node: str = "",
+    explain: bool = False,
+) -> Any:
+    table = nominated or {}
+    return algorithm.schedule_pod(
+        profile,
+        FakeEvaluator(profile, pod.cel),
+        pod,
+        snapshot,
+        _NoCluster(),
+        lambda name: table.get(name, []),
+        lambda: list(table),
+        nominated_node=nominated_node,
+        explain=explain,
+    )
 
 
 @pytest.mark.parametrize(
@@ -46,37 +92,105 @@ def test_explicit_percentage() -> None:
     ],
 )
 def test_normalize_integer_arithmetic(mode: str, raw: list[int], expected: list[int]) -> None:
-    assert normalize(raw, mode) == expected  # type: ignore[arg-type]
+    assert oracle.normalize(raw, mode) == expected  # type: ignore[arg-type]
+    assert normalize(np.array(raw, dtype=np.int64), mode).tolist() == expected  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    st.sampled_from(MODES),
+    st.lists(st.integers(-(10**6), 10**6), max_size=12)
+    | st.lists(st.integers(-(10**30), 10**30), max_size=6),
+)
+def test_normalize_agrees_with_the_plain_oracle(mode: str, raw: list[int]) -> None:
+    small = all(abs(v) < 2**40 for v in raw)
+    array = np.array(raw, dtype=np.int64 if small else object)
+    assert [int(v) for v in normalize(array, mode).tolist()] == oracle.normalize(raw, mode)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(st.tuples(st.integers(-1000, 1000), st.integers(-1000, 1000)), min_size=1, max_size=10),
+    st.tuples(st.sampled_from(MODES), st.sampled_from(MODES)),
+    st.tuples(st.integers(-5, 5), st.integers(-5, 5)),
+    st.integers(0, 1000),
+)
+def test_weighted_totals_and_selection_agree_with_the_oracle(
+    raw: list[tuple[int, int]], modes: tuple[str, str], weights: tuple[int, int], seed: int
+) -> None:
+    rules = tuple(ScoreRule(LEAST, w, m) for m, w in zip(modes, weights, strict=True))  # type: ignore[arg-type]
+    columns = [oracle.normalize([r[j] for r in raw], rules[j].normalize) for j in range(2)]
+    totals = [sum(columns[j][i] * rules[j].weight for j in range(2)) for i in range(len(raw))]
+    got, normalized = weigh(np.array(raw, dtype=np.int64), rules, keep=True)
+    assert got.tolist() == totals
+    assert normalized is not None and normalized.T.tolist() == columns
+    assert weigh(np.array(raw, dtype=np.int64), rules)[1] is None
+    scores = [oracle.NodeScore(str(i), t) for i, t in enumerate(totals)]
+    expected = oracle.select_host(scores, random.Random(seed)).node
+    assert str(select_host(got, random.Random(seed))) == expected
 
 
 def test_select_host_picks_the_best_and_breaks_ties_at_random() -> None:
-    scores = [NodeScore("a", 5), NodeScore("b", 9), NodeScore("c", 9), NodeScore("d", 1)]
-    assert {select_host(scores, random.Random(s)).node for s in range(50)} == {"b", "c"}
-    seeded = [select_host(scores, random.Random(7)).node for _ in range(3)]
-    assert len(set(seeded)) == 1
+    totals = np.array([5, 9, 9, 1])
+    assert {select_host(totals, random.Random(s)) for s in range(50)} == {1, 2}
+    assert select_host(np.array([1, 7, 3]), random.Random(0)) == 1
 
 
 def test_weighted_sum_with_raw_truncated() -> None:
     profile = FakeProfile(normalize="max")
-    nodes = [FakeNode(node_obj("a", 1000)), FakeNode(node_obj("b", 4000))]
-    pod = FakePod("p", cpu=500)
-    scores = score_nodes(profile, FakeEvaluator(profile, pod.cel), nodes)
+    snapshot = _snapshot([1000, 4000])
+    result = _schedule(Algorithm(random.Random(0)), profile, FakePod("p", cpu=500), snapshot, explain=True)
+    scores = result.scores.node_scores()
     assert [s.rules[0].raw for s in scores] == [50, 87]  # 87.5 truncated
     assert [s.total for s in scores] == [57, 100]
+    assert result.node == "n001"
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(
+    st.lists(st.integers(0, 4000), min_size=1, max_size=160),
+    st.lists(st.integers(0, 3000), min_size=1, max_size=6),
+    st.sampled_from(MODES),
+    st.integers(0, 50),
+    st.integers(0, 100),
+)
+def test_placements_agree_with_the_per_node_oracle(
+    cpus: list[int], requests: list[int], mode: str, percentage: int, seed: int
+) -> None:
+    """Pods in turn over one snapshot: same nodes, failures, evaluated counts and scores."""
+    profile = FakeProfile(normalize=mode)
+    snapshot = _snapshot(cpus)
+    algorithm = Algorithm(random.Random(seed), percentage)
+    rng = random.Random(seed)
+    start = 0
+    for i, cpu in enumerate(requests):
+        pod = FakePod(f"p{i}", cpu=cpu)
+        got = _schedule(algorithm, profile, pod, snapshot)
+        n = len(snapshot)
+        want = oracle.place(
+            profile,
+            FakeEvaluator(profile, pod.cel),
+            pod,
+            snapshot.nodes(),
+            start,
+            num_feasible_nodes_to_find(n, percentage),
+            lambda name: [],
+            rng,
+        )
+        start = (start + want.evaluated) % n
+        assert (got.node, got.evaluated, got.failures) == (want.node, want.evaluated, want.failures)
+        assert got.scores.by_node() == {s.node: s.total for s in want.scores}
 
 
 def test_round_robin_start_over_many_nodes() -> None:
     profile = FakeProfile()
-    nodes = [FakeNode(node_obj(f"n{i:03}", 1000)) for i in range(200)]
-    pod = FakePod("p", cpu=100)
-    runner = ProfileRunner(random.Random(0))
-    first = runner.schedule(profile, FakeEvaluator(profile, pod.cel), pod, nodes, lambda n: [])
-    assert first.feasible == 100 and first.evaluated == 100
-    second = runner.schedule(profile, FakeEvaluator(profile, pod.cel), pod, nodes, lambda n: [])
+    snapshot = _snapshot([1000] * 200)
+    algorithm = Algorithm(random.Random(0))
+    first = _schedule(algorithm, profile, FakePod("p", cpu=100), snapshot)
+    assert first.feasible == 100 and first.evaluated == 100 and len(first.scores) == 100
+    second = _schedule(algorithm, profile, FakePod("p", cpu=100), snapshot)
     assert second.evaluated == 100
-    chosen = {first.node, second.node}
-    assert any(n is not None and int(n[1:]) < 100 for n in chosen)
-    assert any(n is not None and int(n[1:]) >= 100 for n in chosen)
+    assert int(first.node[1:]) < 100 <= int(second.node[1:])
 
 
 def test_nominated_pods_of_higher_or_equal_priority_count() -> None:
@@ -90,14 +204,27 @@ def test_nominated_pods_of_higher_or_equal_priority_count() -> None:
     failure = filter_with_nominated(evaluator, pod, node, lambda n: [high])
     assert failure is not None and failure.reasons == ("Insufficient cpu",)
     assert filter_with_nominated(evaluator, pod, node, lambda n: [pod]) is None  # itself never counts
+    snapshot = _snapshot([1000])
+    algorithm = Algorithm(random.Random(0))
+    result = _schedule(algorithm, profile, pod, snapshot, nominated={"n000": [high]})
+    assert result.node is None and result.failures["n000"].reasons == ("Insufficient cpu",)
+    assert _schedule(algorithm, profile, pod, snapshot, nominated={"n000": [low]}).node == "n000"
 
 
-def test_nominated_node_is_tried_first() -> None:
+def test_nominated_node_is_tried_first_and_scored() -> None:
     profile = FakeProfile()
-    nodes = [FakeNode(node_obj("big", 8000)), FakeNode(node_obj("small", 1000))]
-    pod = FakePod("p", cpu=100)
-    runner = ProfileRunner(random.Random(0))
-    result = runner.schedule(
-        profile, FakeEvaluator(profile, pod.cel), pod, nodes, lambda n: [], nominated_node=nodes[1]
+    snapshot = _snapshot([8000, 1000])
+    result = _schedule(
+        Algorithm(random.Random(0)), profile, FakePod("p", cpu=100), snapshot, nominated_node="n001"
     )
-    assert result.node == "small"
+    assert (result.node, result.evaluated) == ("n001", 1)
+    assert list(result.scores.by_node()) == ["n001"]
+
+
+def test_explain_gives_every_rule_on_every_evaluated_node() -> None:
+    profile = FakeProfile(zone="a")
+    snapshot = _snapshot([1000, 4000, 100])
+    result = _schedule(Algorithm(random.Random(0)), profile, FakePod("p", cpu=500), snapshot, explain=True)
+    assert result.node is None
+    assert sorted(result.all_results) == ["n000", "n001", "n002"]
+    assert [r.passed for r in result.all_results["n002"]] == [False, False]

@@ -85,7 +85,7 @@ def test_node_update_and_delete() -> None:
     cache.remove_node("n2")
     snap = Snapshot()
     cache.update_snapshot(snap)
-    assert snap.node_names() == ["n1"]
+    assert snap.names() == ("n1",)
 
 
 def test_snapshot_copies_only_changed_nodes_and_is_stable() -> None:

@@ -1,16 +1,18 @@
-"""The group path (node results reused between equivalent pods) places pods as the per-node path does.
+"""The evaluators and the reuse cache decide what the generated per-node functions alone decide.
 
-Every test runs the real `Scheduler` on the simulated cluster twice with the same seed, once with
-`reuse_node_results=True` (framework.GroupCache) and once with False (every node evaluated per pod),
-and compares final nodes, events in order, victims, nominations, attempts and the placements seen
-between the cluster changes. Cases: tests/unit/scheduler/group_path_cases.py.
+Every test runs the real `Scheduler` (explain mode) on the simulated cluster three times with the
+same seed: with the reuse cache and the vectorised plans, with the plans only, and with neither
+(every node evaluated per pod by the generated functions). It compares final nodes, events in order,
+victims, nominations, and every attempt: its failures, every rule's verdict on every evaluated node,
+and every feasible node's raw, normalised and weighted scores, and the placements seen between the
+cluster changes. Cases: tests/unit/scheduler/group_path_cases.py.
 """
 
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 
-from policyd.scheduler import algorithm as framework
+from policyd.scheduler.algorithm import schedule as framework
 from tests.builders import make_node, make_pod
 from tests.unit.scheduler.group_path_cases import (
     EXTRA_POLICY,
@@ -36,11 +38,14 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 def both(case: Case) -> tuple[Outcome, Outcome]:
-    """The case on the group path and on the per-node path, checked equal."""
-    grouped, per_node = run(case, reuse=True), run(case, reuse=False)
-    assert grouped.scheduler._runner.groups is not None
-    assert per_node.scheduler._runner.groups is None
+    """The case with the reuse cache and plans, with plans only and per node only, checked equal."""
+    grouped = run(case, reuse=True)
+    plans = run(case, reuse=False)
+    per_node = run(case, reuse=False, vectorise=False)
+    assert grouped.scheduler.algorithm.groups is not None
+    assert per_node.scheduler.algorithm.groups is None and per_node.scheduler.algorithm.bulk_rows == 0
     assert grouped.comparable() == per_node.comparable()
+    assert plans.comparable() == per_node.comparable()
     return grouped, per_node
 
 
@@ -73,7 +78,7 @@ def test_vectorised_plans_serve_the_default_policy() -> None:
     nodes = [make_node(f"n{i}", cpu=str(2 + i % 3), memory=f"{4 + i % 4 * 4}Gi") for i in range(120)]
     pods = [make_pod(f"api-{i}", cpu="500m", memory="1Gi", labels={"role": "api"}) for i in range(60)]
     grouped, _ = both(Case(nodes=nodes, pending=pods, extra=()))
-    runner = grouped.scheduler._runner
+    runner = grouped.scheduler.algorithm
     assert all(grouped.placements.values())
     assert runner.bulk_rows >= 100  # at least the first window's rows
     assert runner.columns.columns is not None and len(runner.columns.columns) == 120
@@ -84,7 +89,7 @@ def test_identical_pods_reuse_node_results() -> None:
     pods = [make_pod(f"web-{i}", cpu="250m", memory="256Mi", labels={"role": "web"}) for i in range(200)]
     grouped, per_node = both(Case(nodes=nodes, pending=pods, extra=()))
     assert all(grouped.placements.values())
-    groups = grouped.scheduler._runner.groups
+    groups = grouped.scheduler.algorithm.groups
     assert groups is not None
     # 150 nodes: kube-scheduler's formula looks for 100 feasible nodes per pod; the first pod
     # evaluates them, every later one only the rows that changed since (the previous pod's node)
@@ -143,7 +148,7 @@ def test_a_node_relabelled_between_two_pods_of_a_group_is_evaluated_again() -> N
     assert grouped.events[-1][3].startswith(
         "0/6 nodes are available: 2 Too many pods, 4 node(s) didn't match Pod's node affinity/selector."
     )
-    groups = grouped.scheduler._runner.groups
+    groups = grouped.scheduler.algorithm.groups
     assert groups is not None
     # g-0 evaluated all 6 nodes; g-1 only n0 (took g-0), n1 and n2 (relabelled); g-2 only n1
     assert groups.evaluations < 6 * 3

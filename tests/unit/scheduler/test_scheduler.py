@@ -8,7 +8,7 @@ from policyd.backends.simulated import SimulatedCluster
 from policyd.framework import PermitSpec, RuleRef
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
-from tests.unit.scheduler.fakes import FakeNode, FakeProfile, fake_pod_info, node_obj, pod_obj, policy_set
+from tests.unit.scheduler.fakes import FakeProfile, node_obj, pod_obj, policy_set
 
 
 def make(
@@ -27,8 +27,6 @@ def make(
         options=SchedulerOptions(
             adopt_unknown_schedulers=adopt, bind_workers=opts.pop("workers", 0), seed=1, **opts
         ),
-        pod_info=fake_pod_info,
-        node_info=FakeNode,
     )
     cluster.start(sched)
     return sched, cluster
@@ -188,8 +186,6 @@ def test_bind_failure_forgets_and_retries_with_backoff() -> None:
         cluster,
         clock=clock,
         options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=2),
-        pod_info=fake_pod_info,
-        node_info=FakeNode,
     )
     cluster.start(sched)
     sched.run_until_settled()

@@ -1,0 +1,156 @@
+"""The per-node evaluator: a pod's rules by the generated functions of the policies applying to it.
+
+`GeneratedEvaluator` is the `PodEvaluator` a compiled profile hands the scheduler for one pod. It
+evaluates nodes one at a time with the generated Python functions (policyd.compiler.codegen) and
+answers the many-node calls with the lowered plans (`VectorisedEvaluator`), over the same pod-only
+lets. For the reuse cache in front of it (docs/DESIGN.md, "Equivalent pods") it offers
+`signature()` (the pod fields node evaluations read), `prepare(phase)` (the pod-only lets of the
+filters or scores, computed before any node so they can be compared between pods) and
+`cluster_called` (whether the last node evaluation called the cluster view, whose answers depend on
+more than the pod and the node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from policyd import framework as pl
+from policyd.cel.values import freeze
+from policyd.compiler.codegen import UNSET, PolicyCode
+from policyd.compiler.vectorised import Part, VectorisedEvaluator
+
+_MISSING = object()
+
+
+class ClusterCalls:
+    """Stands in for the cluster view during node evaluations and notes whether it was called."""
+
+    __slots__ = ("called", "view")
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.called = False
+
+    def __getattr__(self, name: str) -> Any:
+        self.called = True
+        return getattr(self.view, name)
+
+
+class GeneratedEvaluator:
+    """Per-pod evaluation against nodes (the `PodEvaluator` of one profile)."""
+
+    def __init__(
+        self,
+        pod: pl.CelObject,
+        cluster: Any,
+        parts: Sequence[tuple[int, PolicyCode]],
+        score_offsets: Sequence[int],
+        n_scores: int,
+        node_pod_fields: tuple[str, ...] | None,
+    ) -> None:
+        self.pod = pod
+        self.calls = ClusterCalls(cluster)
+        self.cluster: Any = cluster
+        self.parts: list[Part] = [(k, code, [UNSET] * code.pod_slots) for k, code in parts]
+        self.node: Any = None
+        self.node_slots: list[list[Any]] = []
+        self.score_offsets = score_offsets
+        self.n_scores = n_scores
+        self.node_pod_fields = node_pod_fields
+        self.vectorised = VectorisedEvaluator(pod, self.calls, self.parts, score_offsets, n_scores)
+
+    # -- reuse across pods
+
+    def signature(self) -> Hashable | None:
+        """A hashable key equal for pods whose node evaluations read the same pod values, or None."""
+        fields = self.node_pod_fields
+        if fields is None:
+            return None
+        pod = self.pod
+        try:
+            frozen = tuple(freeze(pod.get(f, _MISSING)) for f in fields)
+            key = (tuple(k for k, _, _ in self.parts), frozen)
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def prepare(self, phase: pl.EvaluationPhase) -> tuple[Any, ...]:
+        """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values."""
+        values: list[Any] = []
+        view = self.calls.view
+        for _, code, pod_slots in self.parts:
+            if phase == "filter":
+                assert code.prepare_filter is not None
+                code.prepare_filter(self.pod, view, pod_slots)
+                values.extend(pod_slots[i] for i in code.filter_pod_slots)
+            else:
+                assert code.prepare_score is not None
+                code.prepare_score(self.pod, view, pod_slots)
+                values.extend(pod_slots[i] for i in code.score_pod_slots)
+        return tuple(values)
+
+    def track_cluster(self) -> None:
+        """From now on node evaluations see the cluster view through `ClusterCalls`."""
+        self.cluster = self.calls
+
+    @property
+    def cluster_called(self) -> bool:
+        """True when a node evaluation called the cluster view since the last `reset_cluster_called`."""
+        return self.calls.called
+
+    def reset_cluster_called(self) -> None:
+        """Start noting cluster view calls afresh."""
+        self.calls.called = False
+
+    # -- many nodes at once: the vectorised evaluator
+
+    def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
+        """Which of `rows` pass every filter by the vectorised plans, and whether reusable (None: no plan)."""
+        return self.vectorised.bulk_filter(columns, rows)
+
+    def bulk_scores(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
+        """Raw scores of `rows` by the vectorised plans, and whether reusable (None: no plan)."""
+        return self.vectorised.bulk_scores(columns, rows)
+
+    # -- one node at a time: the generated functions
+
+    def _slots(self, node: pl.CelObject) -> list[list[Any]]:
+        if node is not self.node:
+            self.node = node
+            self.node_slots = [[UNSET] * code.node_slots for _, code, _ in self.parts]
+        return self.node_slots
+
+    def filter(self, node: pl.CelObject) -> pl.FilterFailure | None:
+        """The first failing filter rule for `node`, or None."""
+        slots = self._slots(node)
+        for i, (_, code, pod_slots) in enumerate(self.parts):
+            failed = code.filter(self.pod, self.cluster, node, pod_slots, slots[i])
+            if failed is not None:
+                index, reasons, error, unresolvable = failed
+                return pl.FilterFailure(
+                    code.filters[index], tuple(reasons), error=error, unresolvable=unresolvable
+                )
+        return None
+
+    def filter_all(self, node: pl.CelObject) -> list[pl.FilterResult]:
+        """Every filter rule's verdict for `node` (applying policies only)."""
+        slots = self._slots(node)
+        out: list[pl.FilterResult] = []
+        for i, (_, code, pod_slots) in enumerate(self.parts):
+            for index, passed, reasons, error in code.filter_all(
+                self.pod, self.cluster, node, pod_slots, slots[i]
+            ):
+                out.append(pl.FilterResult(code.filters[index], passed, tuple(reasons), error))
+        return out
+
+    def score(self, node: pl.CelObject) -> list[float]:
+        """Raw scores per profile score rule (0 for rules of policies that do not apply)."""
+        slots = self._slots(node)
+        out = [0.0] * self.n_scores
+        for i, (k, code, pod_slots) in enumerate(self.parts):
+            start = self.score_offsets[k]
+            values = code.score(self.pod, self.cluster, node, pod_slots, slots[i])
+            out[start : start + len(values)] = values
+        return out

@@ -1,0 +1,94 @@
+"""The vectorised evaluator: a pod's rules over many nodes at once, by the lowered plans.
+
+`VectorisedEvaluator` answers `PodEvaluator.bulk_filter` / `bulk_scores` for the policies that apply
+to one pod, over rows of `NodeColumns` (policyd.compiler.lowering plans). It reuses the pod-only lets
+the per-node evaluator prepared (`GeneratedEvaluator.prepare`), so both evaluators see the same values.
+A row a plan fails or is unsure about is left to the per-node functions; a rule without a plan, or a
+plan that cannot evaluate this pod exactly, makes the whole answer None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from policyd import framework as pl
+from policyd.compiler import lowering as vectorize
+from policyd.compiler.codegen import UNSET, LetError, PolicyCode
+
+# (profile index of the policy, its code, its pod-only let slots): a policy that applies to the pod
+Part = tuple[int, PolicyCode, list[Any]]
+
+
+class VectorisedEvaluator:
+    """The lowered plans of the policies applying to one pod."""
+
+    def __init__(
+        self,
+        pod: pl.CelObject,
+        cluster: Any,
+        parts: Sequence[Part],
+        score_offsets: Sequence[int],
+        n_scores: int,
+    ) -> None:
+        self.pod = pod
+        self.cluster = cluster  # the cluster view, seen through the per-node evaluator's call tracker
+        self.parts = parts
+        self.score_offsets = score_offsets
+        self.n_scores = n_scores
+
+    def _plans(self, kind: str) -> list[tuple[int, PolicyCode, list[Any], Any]] | None:
+        out = []
+        for k, code, pod_slots in self.parts:
+            plan = code.vector_plan()
+            rules = plan.filters if kind == "filter" else plan.scores
+            if any(r is None for r in rules):
+                return None
+            out.append((k, code, pod_slots, plan))
+        return out
+
+    def _evaluation(self, code: PolicyCode, pod_slots: list[Any], plan: Any, columns: Any, rows: Any) -> Any:
+        """A plan evaluation over `rows` that reuses the pod-only lets computed by `prepare`."""
+        memo = plan.evaluation(columns, self.pod, self.cluster, rows=rows)
+        known = memo._ev.let_values  # lowering offers no public setter for known let values yet
+        for name, slot in code.pod_let_slots.items():
+            value = pod_slots[slot]
+            if value is UNSET:
+                continue
+            known[name] = vectorize.EvalErr(value.message) if isinstance(value, LetError) else value
+        return memo
+
+    def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
+        """Rows passing every filter by the plans, and whether no cluster call depended on the node."""
+        plans = self._plans("filter")
+        if plans is None:
+            return None
+        passed = np.ones(len(rows), dtype=bool)
+        self.cluster.called = False
+        try:
+            for _, code, pod_slots, plan in plans:
+                memo = self._evaluation(code, pod_slots, plan, columns, rows)
+                for rule in plan.filters:
+                    passed &= rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
+        except vectorize.Unsupported:
+            return None
+        return passed, not self.cluster.called
+
+    def bulk_scores(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
+        """Raw scores of `rows` by the plans (one column per profile score rule), and whether reusable."""
+        plans = self._plans("score")
+        if plans is None:
+            return None
+        out = np.zeros((len(rows), self.n_scores), dtype=np.float64)
+        self.cluster.called = False
+        try:
+            for k, code, pod_slots, plan in plans:
+                memo = self._evaluation(code, pod_slots, plan, columns, rows)
+                start = self.score_offsets[k]
+                for j, rule in enumerate(plan.scores):
+                    out[:, start + j] = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
+        except vectorize.Unsupported:
+            return None
+        return out, not self.cluster.called

@@ -1,0 +1,361 @@
+"""Placing one pod: the node window, filters, scores, normalisation and selection, written once.
+
+Modelled on kube-scheduler's schedule_one.go: a pod nominated by an earlier preemption tries its node
+first (evaluateNominatedNode); otherwise filtering walks the nodes round robin from where the last
+search stopped until `num_feasible_nodes_to_find` feasible nodes are found (findNodesThatFitPod);
+nodes with nominated pods of at least the pod's priority are filtered with them counted; the
+feasible nodes are scored, normalised, weighted and summed (prioritizeNodes) and the best one drawn
+(selectHost). Verdicts and raw scores come from the evaluator protocol: the vectorised plans answer
+first where many rows are unknown, the per-node functions decide the rest, and the reuse cache in
+front of both keeps what equivalent pods learnt about unchanged nodes.
+"""
+
+from __future__ import annotations
+
+import operator
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from policyd.framework import (
+    ClusterFunctions,
+    CompiledProfile,
+    FilterFailure,
+    FilterResult,
+    PodEvaluator,
+)
+from policyd.scheduler.algorithm.columns import ColumnSync
+from policyd.scheduler.algorithm.feasibility import (
+    NominatedLookup,
+    NominatedNodes,
+    filter_with_nominated,
+    filter_with_others,
+    nominated_others,
+    num_feasible_nodes_to_find,
+)
+from policyd.scheduler.algorithm.reuse import PASS, UNKNOWN, GroupCache, NodeResults, fresh_results
+from policyd.scheduler.algorithm.scoring import NO_SCORES, ScoreArray, ScoreTable, int64_bound, weigh
+from policyd.scheduler.algorithm.selection import select_host
+from policyd.scheduler.snapshot import PodInfoLike, Snapshot
+
+IntpArray = npt.NDArray[np.intp]
+
+# from this many rows to evaluate, filters and scores go through the vectorised plans first
+BULK_MIN = 48
+
+
+@dataclass
+class ScheduleResult:
+    """What the algorithm decided for one pod in one cycle (the same shape on every path)."""
+
+    node: str | None
+    feasible: int
+    evaluated: int
+    failures: dict[str, FilterFailure]
+    scores: ScoreTable = NO_SCORES
+    # every filter rule's verdict per evaluated node (explain mode only)
+    all_results: dict[str, list[FilterResult]] = field(default_factory=dict)
+    # wall time of the filter and score phases (metrics: rule time per profile and phase)
+    filter_seconds: float = 0.0
+    score_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Placing:
+    """What one placement works on: the pod, its profile and evaluator, the cycle's snapshot."""
+
+    profile: CompiledProfile
+    evaluator: PodEvaluator
+    pod: PodInfoLike
+    snapshot: Snapshot
+
+
+@dataclass
+class _Filtered:
+    """The outcome of the filter phase: feasible rows in search order, failures, evaluated count."""
+
+    rows: IntpArray
+    failures: dict[str, FilterFailure]
+    start: int  # the first row evaluated; the others follow round robin
+    evaluated: int
+    results: NodeResults  # the node results the rows were read from (shared by a group, or fresh)
+
+
+class Algorithm:
+    """Places pods on snapshot nodes, remembering the round-robin start between cycles."""
+
+    def __init__(
+        self, rng: random.Random, percentage_of_nodes_to_score: int = 0, groups: GroupCache | None = None
+    ) -> None:
+        self._rng = rng
+        self._percentage = percentage_of_nodes_to_score
+        self._next_start = 0
+        self.groups = groups
+        self.columns = ColumnSync()
+        self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
+
+    def schedule_pod(
+        self,
+        profile: CompiledProfile,
+        evaluator: PodEvaluator,
+        pod: PodInfoLike,
+        snapshot: Snapshot,
+        cluster: ClusterFunctions,
+        nominated: NominatedLookup,
+        nominated_nodes: NominatedNodes,
+        nominated_node: str = "",
+        explain: bool = False,
+    ) -> ScheduleResult:
+        """Filter, score and select a node for `pod` (node None: nothing fits)."""
+        t0 = time.perf_counter()
+        placing = _Placing(profile, evaluator, pod, snapshot)
+        found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
+        verdicts = self._verdicts(evaluator, snapshot, found) if explain else {}
+        filter_seconds = time.perf_counter() - t0
+        if found.rows.size == 0:
+            return ScheduleResult(
+                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds
+            )
+        t0 = time.perf_counter()
+        scores = self._prioritize(placing, cluster, found, explain)
+        best = select_host(scores.totals, self._rng)
+        return ScheduleResult(
+            scores.node(best),
+            len(found.rows),
+            found.evaluated,
+            found.failures,
+            scores,
+            verdicts,
+            filter_seconds,
+            time.perf_counter() - t0,
+        )
+
+    def _feasible_nodes(
+        self, p: _Placing, nominated: NominatedLookup, nominated_nodes: NominatedNodes, nominated_node: str
+    ) -> _Filtered:
+        """The nominated node when it fits (kube-scheduler evaluateNominatedNode), else the window."""
+        profile, evaluator, pod, snapshot = p.profile, p.evaluator, p.pod, p.snapshot
+        row = snapshot.row(nominated_node) if nominated_node else None
+        if row is not None:
+            failure = filter_with_nominated(evaluator, pod, snapshot.nodes()[row], nominated)
+            if failure is None:
+                return _Filtered(np.array([row], dtype=np.intp), {}, row, 1, fresh_results(profile, snapshot))
+        if len(snapshot) == 0:
+            return _Filtered(np.zeros(0, dtype=np.intp), {}, 0, 0, fresh_results(profile, snapshot))
+        groups = self.groups
+        signature = evaluator.signature() if groups is not None else None
+        if groups is None or signature is None:
+            results = fresh_results(profile, snapshot)
+        else:
+            results = groups.group(profile, signature, snapshot)
+        results.use_filter_values(evaluator.prepare("filter"))
+        evaluator.track_cluster()
+        return self._find_feasible(p, results, nominated, nominated_nodes)
+
+    # -- filter --------------------------------------------------------------------------------------
+
+    def _find_feasible(
+        self, p: _Placing, g: NodeResults, nominated: NominatedLookup, nominated_nodes: NominatedNodes
+    ) -> _Filtered:
+        """Walk the window from the round-robin start until enough feasible nodes are found.
+
+        Unknown rows count as feasible until evaluated: the window is the shortest prefix holding
+        `limit` known-or-unknown passes; its unknown rows are evaluated (vectorised plans first when
+        many), and the window is recomputed until every row in it is known."""
+        evaluator, pod, snapshot = p.evaluator, p.pod, p.snapshot
+        nodes, cels = snapshot.nodes(), snapshot.cels()
+        n = len(nodes)
+        limit = num_feasible_nodes_to_find(n, self._percentage)
+        start = self._next_start % n
+        # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod
+        special: dict[int, list[PodInfoLike]] = {}
+        for name in nominated_nodes():
+            others = nominated_others(pod, nominated(name))
+            row = snapshot.row(name)
+            if others and row is not None:
+                special[row] = others
+        status = g.status
+        local = status.copy()
+        if special:
+            local[list(special)] = UNKNOWN
+        own: list[FilterFailure] = []  # failures of this pod only (codes -3, -4, ...)
+        ordered = local
+        end = n - 1
+        while True:
+            ordered = np.concatenate((local[start:], local[:start])) if start else local
+            counts = np.cumsum((ordered < 0) & (ordered >= UNKNOWN))
+            end = min(int(np.searchsorted(counts, limit)), n - 1)
+            unknown = np.flatnonzero(ordered[: end + 1] == UNKNOWN)
+            if unknown.size == 0:
+                break
+            all_passed = True
+            if unknown.size >= BULK_MIN:
+                unknown, passed, cacheable = self._bulk_filter(evaluator, snapshot, unknown, start, special)
+                passed_rows = passed + start
+                passed_rows[passed_rows >= n] -= n
+                local[passed_rows] = PASS
+                ordered[passed] = PASS
+                if cacheable:
+                    status[passed_rows] = PASS
+            if self.groups is not None:
+                self.groups.evaluations += int(unknown.size)
+            for pos in unknown.tolist():
+                row = pos + start - n if pos + start >= n else pos + start
+                if row in special:
+                    failure = self._filter_nominated(evaluator, g, snapshot, row, special[row])
+                    cacheable = False
+                else:
+                    evaluator.reset_cluster_called()
+                    failure = evaluator.filter(cels[row])
+                    cacheable = not evaluator.cluster_called
+                if failure is None:
+                    code = PASS
+                elif cacheable:
+                    code = g.record_failure(failure)
+                else:
+                    code = -3 - len(own)
+                    own.append(failure)
+                local[row] = code
+                ordered[pos] = code  # `ordered` is `local` itself or a rotated copy of it
+                if cacheable:
+                    status[row] = code
+                all_passed = all_passed and code == PASS
+            if all_passed:  # the window is what it was: every candidate in it passed
+                break
+        window = ordered[: end + 1]
+        evaluated = end + 1
+        if self.groups is not None:
+            self.groups.hits += evaluated
+        self._next_start = (start + evaluated) % n
+        rows = np.flatnonzero(window == PASS) + start
+        rows[rows >= n] -= n
+        failures: dict[str, FilterFailure] = {}
+        for pos in np.flatnonzero(window != PASS).tolist():
+            row = pos + start - n if pos + start >= n else pos + start
+            code = int(window[pos])
+            failures[nodes[row].name] = g.failures[code] if code >= 0 else own[-3 - code]
+        return _Filtered(rows, failures, start, evaluated, g)
+
+    @staticmethod
+    def _filter_nominated(
+        evaluator: PodEvaluator, g: NodeResults, snapshot: Snapshot, row: int, others: list[PodInfoLike]
+    ) -> FilterFailure | None:
+        """The verdict on a node with the nominated pods `others` counted, reused while the node and
+        the nominated pods are the same ones."""
+        version = int(snapshot.versions[row])
+        hit = g.nominated.get(row)
+        if (
+            hit is not None
+            and hit[0] == version
+            and len(hit[1]) == len(others)
+            and all(a is b for a, b in zip(hit[1], others, strict=True))
+        ):
+            return hit[2]
+        evaluator.reset_cluster_called()
+        failure = filter_with_others(evaluator, snapshot.nodes()[row], others)
+        if not evaluator.cluster_called:
+            g.nominated[row] = (version, tuple(others), failure)
+        return failure
+
+    def _bulk_filter(
+        self,
+        evaluator: PodEvaluator,
+        snapshot: Snapshot,
+        unknown: IntpArray,
+        start: int,
+        special: Mapping[int, object],
+    ) -> tuple[IntpArray, IntpArray, bool]:
+        """Split window positions `unknown` by the vectorised plans into those still to evaluate per
+        node (failing or unsure: the exact failure comes from the per-node function) and those that
+        passed; and whether the passes may be reused for equivalent pods."""
+        n = len(snapshot)
+        rows = unknown + start
+        rows[rows >= n] -= n
+        result = evaluator.bulk_filter(self.columns.sync(snapshot), rows)
+        if result is None:
+            return unknown, unknown[:0], False
+        passed, cacheable = result
+        if special:
+            passed &= ~np.isin(rows, np.fromiter(special, dtype=np.intp))
+        self.bulk_rows += len(rows)
+        return unknown[~passed], unknown[passed], cacheable
+
+    # -- score and select ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _verdicts(
+        evaluator: PodEvaluator, snapshot: Snapshot, found: _Filtered
+    ) -> dict[str, list[FilterResult]]:
+        """Every filter rule's verdict on every evaluated node, in search order (explain mode)."""
+        cels, names, n = snapshot.cels(), snapshot.names(), len(snapshot)
+        out: dict[str, list[FilterResult]] = {}
+        for i in range(found.evaluated):
+            row = (found.start + i) % n
+            out[names[row]] = list(evaluator.filter_all(cels[row]))
+        return out
+
+    def _prioritize(
+        self, p: _Placing, cluster: ClusterFunctions, found: _Filtered, explain: bool
+    ) -> ScoreTable:
+        """The feasible nodes' scores: PreScore, raw, normalised, weighted, summed (prioritizeNodes)."""
+        snapshot, rules = p.snapshot, p.profile.scores
+        cels, rows = snapshot.cels(), found.rows
+        row_list = rows.tolist()
+        feasible = [cels[row_list[0]]] if len(row_list) == 1 else operator.itemgetter(*row_list)(cels)
+        cluster.prescore(p.pod.cel, feasible)
+        found.results.use_score_values(p.evaluator.prepare("score"))
+        raw = self._raw_scores(p, found.results, rows)
+        totals, normalized = weigh(raw, rules, keep=explain)
+        return ScoreTable(
+            snapshot.names(),
+            rows,
+            totals,
+            rules,
+            raw if explain else None,
+            normalized,
+        )
+
+    def _raw_scores(self, p: _Placing, g: NodeResults, rows: IntpArray) -> ScoreArray:
+        """Raw scores of the feasible `rows` (int64; Python ints where a value is beyond int64 sums)."""
+        evaluator, snapshot, rules = p.evaluator, p.snapshot, p.profile.scores
+        if not rules:
+            return np.zeros((len(rows), 0), dtype=np.int64)
+        bound = int64_bound(rules)
+        missing = rows[~g.raw_ok[rows]]
+        if missing.size >= BULK_MIN:
+            result = evaluator.bulk_scores(self.columns.sync(snapshot), missing)
+            if result is not None:
+                values, cacheable = result
+                if np.isfinite(values).all() and (values.size == 0 or np.abs(values).max() <= bound):
+                    g.raw[missing] = np.trunc(values).astype(np.int64)  # int(float) as per node
+                    if cacheable:
+                        g.raw_ok[missing] = True
+                    self.bulk_rows += len(missing)
+                    missing = missing[:0]
+        cels = snapshot.cels()
+        huge: dict[int, list[int]] = {}
+        for row in missing.tolist():
+            evaluator.reset_cluster_called()
+            raw = [int(v) for v in evaluator.score(cels[row])]
+            if any(abs(v) > bound for v in raw):
+                huge[row] = raw
+                continue
+            g.raw[row] = raw
+            if not evaluator.cluster_called:
+                g.raw_ok[row] = True
+        matrix: ScoreArray = g.raw[rows]
+        if huge:
+            matrix = matrix.astype(object)
+            for i, row in enumerate(rows.tolist()):
+                if row in huge:
+                    matrix[i] = huge[row]
+        return matrix
+
+
+def reasons_by_node(failures: Mapping[str, FilterFailure]) -> dict[str, tuple[str, ...]]:
+    """Failure reasons per node name (for FailedScheduling messages)."""
+    return {name: f.reasons for name, f in failures.items()}

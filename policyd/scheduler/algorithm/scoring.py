@@ -1,0 +1,136 @@
+"""Scores of the feasible nodes: raw per rule, normalised across the nodes, weighted, summed.
+
+Normalisation uses kube-scheduler's integer arithmetic (docs/DESIGN.md "Normalisation"): divisions
+truncate toward zero as Go's do. Matrices are int64 while every weighted total fits; raw scores too
+large for that are held as Python integers (numpy object arrays), with the same arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from policyd.framework import MAX_NODE_SCORE, Normalize, RuleRef, ScoreRule
+
+ScoreArray = npt.NDArray[Any]  # int64, or object (Python ints) beyond int64 arithmetic
+IntpArray = npt.NDArray[np.intp]
+
+# weighted, normalised totals must stay below this for int64 arithmetic
+INT_SAFE = 2**62
+
+
+@dataclass(frozen=True)
+class RuleScore:
+    """One score rule's contribution on one node."""
+
+    rule: RuleRef
+    raw: int
+    normalized: int
+    weighted: int
+
+
+@dataclass(frozen=True)
+class NodeScore:
+    """The total score of one feasible node and its per-rule parts (when explained)."""
+
+    node: str
+    total: int
+    rules: tuple[RuleScore, ...] = ()
+
+
+def int64_bound(rules: Sequence[ScoreRule]) -> int:
+    """The largest |raw score| whose normalised, weighted sum over `rules` fits in int64."""
+    return INT_SAFE // (MAX_NODE_SCORE * max(1, sum(abs(r.weight) for r in rules)))
+
+
+def _go_div(a: ScoreArray, b: int) -> ScoreArray:
+    """Element-wise integer division truncating toward zero, as Go does (b != 0)."""
+    q = np.abs(a) // abs(b)
+    return np.where((a >= 0) == (b >= 0), q, -q)
+
+
+def normalize(raw: ScoreArray, mode: Normalize) -> ScoreArray:
+    """Normalise one rule's raw scores over the feasible nodes (integer arithmetic)."""
+    if mode == "none" or raw.size == 0:
+        return raw
+    hi, lo = int(raw.max()), int(raw.min())
+    top = MAX_NODE_SCORE
+    if mode == "max":
+        return np.zeros_like(raw) if hi == 0 else _go_div(raw * top, hi)
+    if mode == "reverse":
+        return np.full_like(raw, top) if hi == 0 else top - _go_div(raw * top, hi)
+    minmax = np.zeros_like(raw) if hi == lo else (raw - lo) * top // (hi - lo)
+    if mode == "minmax":
+        return minmax
+    if mode == "reverse-minmax":
+        return top - minmax
+    raise ValueError(f"unknown normalisation {mode!r}")
+
+
+def weigh(
+    raw: ScoreArray, rules: Sequence[ScoreRule], keep: bool = False
+) -> tuple[ScoreArray, ScoreArray | None]:
+    """Weighted totals of a raw score matrix (one column per rule), and the normalised matrix when
+    `keep`."""
+    total = np.zeros(raw.shape[0], dtype=raw.dtype)
+    columns = []
+    for j, rule in enumerate(rules):
+        column = normalize(raw[:, j], rule.normalize)
+        total += column * rule.weight
+        if keep:
+            columns.append(column)
+    if not keep:
+        return total, None
+    return total, np.column_stack(columns) if columns else np.zeros((raw.shape[0], 0), dtype=raw.dtype)
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """The scores of the feasible nodes of one cycle, in search order.
+
+    `names` are the snapshot's node names by row (an immutable tuple, shared), `rows` the feasible
+    rows. `raw` and `normalized` (one column per score rule) are kept when the cycle is explained.
+    """
+
+    names: Sequence[str] = ()
+    rows: IntpArray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    totals: ScoreArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rules: tuple[ScoreRule, ...] = ()
+    raw: ScoreArray | None = None
+    normalized: ScoreArray | None = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def node(self, i: int) -> str:
+        """The name of the `i`-th scored node."""
+        return self.names[int(self.rows[i])]
+
+    def by_node(self) -> Mapping[str, int]:
+        """Total score by node name."""
+        return {self.node(i): int(t) for i, t in enumerate(self.totals.tolist())}
+
+    def node_scores(self) -> list[NodeScore]:
+        """One `NodeScore` per scored node (with per-rule parts when they were kept)."""
+        out = []
+        for i in range(len(self.rows)):
+            parts: tuple[RuleScore, ...] = ()
+            if self.raw is not None and self.normalized is not None:
+                parts = tuple(
+                    RuleScore(
+                        rule.rule,
+                        int(self.raw[i, j]),
+                        int(self.normalized[i, j]),
+                        int(self.normalized[i, j]) * rule.weight,
+                    )
+                    for j, rule in enumerate(self.rules)
+                )
+            out.append(NodeScore(self.node(i), int(self.totals[i]), parts))
+        return out
+
+
+NO_SCORES = ScoreTable()  # a cycle that scored no node

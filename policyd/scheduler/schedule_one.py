@@ -1,0 +1,328 @@
+"""One scheduling cycle: the story of one pod (kube-scheduler's schedule_one.go).
+
+`schedule_one` pops the next pod, skips it when it is gone or bound, takes the snapshot, places it
+with the algorithm (policyd.scheduler.algorithm), and then either runs PostFilter (preemption) and
+parks it, or assumes it, runs permit and binds it asynchronously. The bind's result comes back on a
+binder worker (`_bind_done`).
+
+Metrics (optional `SchedulerMetrics`): durations always come from `time.perf_counter`, never from the
+scheduler's clock (a FakeClock does not move during a cycle). A compiled profile evaluates all its
+rules in one generated function per node, so rule time is measured per profile and phase, once per
+attempt (one perf_counter pair around filtering, one around scoring): `plugin_execution_duration`
+carries `plugin="<profile>/filters"` (extension point Filter) and `"<profile>/scores"` (Score).
+Pending-pod gauges are refreshed after a cycle at most every `PENDING_REFRESH_SECONDS` and whenever
+the active queue runs empty (counting the queue walks every pending pod).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from policyd.errors import PolicydError
+from policyd.framework import ClusterFunctions, CompiledProfile, PodEvaluator
+from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
+from policyd.scheduler.attempts import (
+    Attempt,
+    AttemptLog,
+    fit_error_message,
+    preempted_message,
+    scheduled_message,
+    unschedulable_condition,
+)
+from policyd.scheduler.backend import BindError, ClusterBackend
+from policyd.scheduler.binder import Binder
+from policyd.scheduler.eventhandlers import EventHandlers
+from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE
+from policyd.scheduler.permit import WaitingPod
+from policyd.scheduler.preemption import Candidate, find_preemption
+from policyd.scheduler.queue import QueuedPod
+from policyd.scheduler.snapshot import PodInfoLike, Snapshot
+
+log = logging.getLogger(__name__)
+
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
+PENDING_REFRESH_SECONDS = 1.0
+# kube-scheduler's queue_incoming_pods_total event label for a failed attempt
+EVENT_SCHEDULE_FAILURE = "ScheduleAttemptFailure"
+
+ClusterFunctionsFactory = Callable[[Snapshot], ClusterFunctions]
+
+
+class SchedulingCycle(EventHandlers):
+    """The scheduling-cycle half of the Scheduler: one pod from pop to bind."""
+
+    # set by Scheduler.__init__
+    backend: ClusterBackend
+    snapshot: Snapshot
+    binder: Binder
+    attempts: AttemptLog
+    victims: list[str]
+    _rng: random.Random
+    algorithm: Algorithm
+    _cluster_functions: ClusterFunctionsFactory
+    _pending_refreshed: float
+
+    # ------------------------------------------------------------------ the cycle
+
+    def schedule_one(self) -> bool:
+        """Schedule the next pod of the active queue; False when there is none."""
+        self.apply_events()
+        queued = self.queue.pop()
+        if queued is None:
+            self._refresh_pending(force=True)
+            return False
+        pod = queued.pod
+        if pod.deleting or pod.node_name or self.cache.pod(pod.key) is not None:
+            self.queue.done(pod.key)
+            return True
+        profile = queued.profile
+        started = time.perf_counter()
+        self.cache.update_snapshot(self.snapshot)
+        snapshot = self.snapshot
+        attempt = Attempt(
+            pod=pod.key,
+            number=queued.attempts,
+            profile=profile.scheduler_name,
+            generation=self._policies.generation,
+            time=self.clock.now(),
+            filter_rules=tuple(profile.filters),
+            score_rules=tuple(s.rule for s in profile.scores),
+        )
+        try:
+            result = self._find_node(profile, pod, snapshot)
+        except PolicydError as exc:
+            attempt.result, attempt.message = "error", str(exc)
+            self.attempts.add(attempt)
+            log.warning("scheduling error pod=%s error=%s", pod.key, exc)
+            self.queue.add_backoff(queued)
+            self._observe_attempt(RESULT_ERROR, profile, started, incoming="backoff")
+            return True
+        self._observe_algorithm(profile, result, started)
+        attempt.node_names = snapshot.names()
+        attempt.failures = result.failures
+        attempt.filter_results = result.all_results
+        if self.options.explain:  # the attempt log holds the scores only where they are shown
+            attempt.scores = result.scores
+        if result.node is None:
+            self._handle_unschedulable(queued, profile, snapshot, result, attempt)
+            self._observe_attempt(RESULT_UNSCHEDULABLE, profile, started, queued=queued)
+        else:
+            attempt.chosen, attempt.result = result.node, "scheduled"
+            self.attempts.add(attempt)
+            if self.metrics is not None:
+                self._attempt_started[pod.key] = started  # observed when the bind returns
+            self._assume_and_permit(queued, profile, result.node)
+        self._refresh_pending()
+        return True
+
+    # ------------------------------------------------------------------ metrics
+
+    def _observe_algorithm(self, profile: CompiledProfile, result: ScheduleResult, started: float) -> None:
+        """Algorithm duration and the per-profile, per-phase rule time of one attempt."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        metrics.observe_algorithm(time.perf_counter() - started)
+        name = profile.scheduler_name
+        if result.evaluated:
+            status = "Success" if result.node is not None else "Unschedulable"
+            metrics.observe_rule(name, "filters", "Filter", result.filter_seconds, status)
+        if len(result.scores) or result.score_seconds:
+            metrics.observe_rule(name, "scores", "Score", result.score_seconds)
+
+    def _observe_attempt(
+        self,
+        result: str,
+        profile: CompiledProfile,
+        started: float | None,
+        *,
+        queued: QueuedPod | None = None,
+        incoming: str | None = None,
+    ) -> None:
+        """One attempt ended with `result`; the pod went back to a queue (`incoming`) or not."""
+        metrics = self.metrics
+        if metrics is None:
+            return
+        if started is not None:
+            metrics.observe_attempt(result, profile.scheduler_name, time.perf_counter() - started)
+        if queued is not None:
+            # add_unschedulable parks the pod (stamping unschedulable_since) unless a move request
+            # came during its cycle, in which case it goes to backoffQ
+            current = self.queue.get(queued.key)
+            if current is not None:
+                parked = current.unschedulable_since == current.timestamp
+                incoming = "unschedulable" if parked else "backoff"
+        if incoming is not None:
+            metrics.incoming(incoming, EVENT_SCHEDULE_FAILURE)
+
+    def _refresh_pending(self, force: bool = False) -> None:
+        """Set the pending-pods gauges (rate-limited: counting walks the queue)."""
+        if self.metrics is None:
+            return
+        now = time.perf_counter()
+        if not force and now - self._pending_refreshed < PENDING_REFRESH_SECONDS:
+            return
+        self._pending_refreshed = now
+        pending = self.queue.pending()
+        self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
+
+    def _evaluator(self, profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> PodEvaluator:
+        return profile.evaluator(pod.cel, self._cluster_functions(snapshot))
+
+    def _find_node(self, profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> ScheduleResult:
+        cluster = self._cluster_functions(snapshot)
+        evaluator = profile.evaluator(pod.cel, cluster)
+        nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
+        return self.algorithm.schedule_pod(
+            profile,
+            evaluator,
+            pod,
+            snapshot,
+            cluster,
+            self.queue.nominated_pods,
+            self.queue.nominated_nodes,
+            nominated_node=nominated,
+            explain=self.options.explain,
+        )
+
+    def _handle_unschedulable(
+        self,
+        queued: QueuedPod,
+        profile: CompiledProfile,
+        snapshot: Snapshot,
+        result: ScheduleResult,
+        attempt: Attempt,
+    ) -> None:
+        pod = queued.pod
+        if len(snapshot) == 0:
+            message = NO_NODES_MESSAGE
+        else:
+            outcome = find_preemption(
+                profile,
+                pod,
+                snapshot,
+                result.failures,
+                lambda snap: self._evaluator(profile, pod, snap),
+                self.queue.nominated_pods,
+                self.budgets.all(),
+                self.cache.all_pods(),
+                rng=self._rng,
+            )
+            if self.metrics is not None:
+                if outcome.candidate is not None:
+                    self.metrics.observe_preemption(len(outcome.candidate.victims))
+                else:
+                    self.metrics.preemption_attempts.inc()
+            if outcome.candidate is not None:
+                self._prepare_candidate(pod, outcome.candidate)
+                attempt.result = "nominated"
+                attempt.nominated_node = outcome.candidate.node
+                attempt.victims = [v.key for v in outcome.candidate.victims]
+            message = fit_error_message(
+                len(snapshot), reasons_by_node(result.failures), post_filter=outcome.message
+            )
+        attempt.message = message
+        self.attempts.add(attempt)
+        log.info("unschedulable pod=%s attempt=%d message=%r", pod.key, queued.attempts, message)
+        self.backend.record_event(pod, "Warning", "FailedScheduling", message)
+        self.backend.patch_pod_scheduled(pod, unschedulable_condition(message))
+        self._requeue_unschedulable(queued, {f.rule for f in result.failures.values()})
+
+    def _requeue_unschedulable(self, queued: QueuedPod, rules: set[Any]) -> None:
+        limit = self.options.max_attempts
+        if limit and queued.attempts >= limit:
+            self.given_up.add(queued.key)
+            self.queue.done(queued.key)
+            return
+        self.queue.add_unschedulable(queued, rules)
+
+    def _prepare_candidate(self, pod: PodInfoLike, candidate: Candidate) -> None:
+        """Evict the victims, clear weaker nominations on the node, nominate the preemptor."""
+        for victim in candidate.victims:
+            self.backend.record_event(
+                victim, "Normal", "Preempted", preempted_message(pod.uid, candidate.node)
+            )
+            self.backend.delete_pod(victim, None)
+            self.victims.append(victim.key)
+        for other in self.queue.nominated_pods(candidate.node):
+            if other.key != pod.key and other.priority < pod.priority:
+                self.queue.clear_nomination(other.key)
+                self.backend.set_nominated_node(other, None)
+        self.queue.nominate(pod, candidate.node)
+        self.backend.set_nominated_node(pod, candidate.node)
+        log.info("preempting pod=%s node=%s victims=%d", pod.key, candidate.node, len(candidate.victims))
+
+    def _assume_and_permit(self, queued: QueuedPod, profile: CompiledProfile, node: str) -> None:
+        assumed = queued.pod.with_node(node)  # type: ignore[attr-defined]
+        self.cache.assume(assumed, node)
+        self.queue.clear_nomination(queued.key)
+        decision = self.permits.permit(profile, assumed.cel, queued.key, node, (queued, assumed))
+        if decision.status == "wait":
+            log.info("permit waiting pod=%s node=%s", queued.key, node)
+            return
+        for waiting in decision.released:
+            released_queued, released_pod = waiting.payload
+            self._bind(released_queued, released_pod, waiting.node)
+        self._bind(queued, assumed, node)
+
+    def _bind(self, queued: QueuedPod, assumed: PodInfoLike, node: str) -> None:
+        self.binder.submit(assumed, node, lambda pod, n, err: self._bind_done(queued, pod, n, err))
+
+    def _bind_done(self, queued: QueuedPod, pod: PodInfoLike, node: str, error: Exception | None) -> None:
+        """Called on a binder worker when the bind returned."""
+        if self.metrics is not None:
+            self._observe_bind(queued, pod, error)
+        if error is None:
+            self.cache.finish_binding(pod.key)
+            self.queue.done(pod.key)
+            self.backend.record_event(pod, "Normal", "Scheduled", scheduled_message(pod.key, node))
+            return
+        self.cache.forget(pod.key)
+        self.backend.record_event(pod, "Warning", "FailedScheduling", f"Binding rejected: {error}")
+        if isinstance(error, BindError) and not error.retry:
+            self.queue.done(pod.key)
+        else:
+            self.queue.add_backoff(queued)
+
+    def _observe_bind(self, queued: QueuedPod, pod: PodInfoLike, error: Exception | None) -> None:
+        assert self.metrics is not None
+        started = self._attempt_started.pop(pod.key, None)
+        if error is None:
+            self.metrics.observe_bind("bound")
+            self._observe_attempt(RESULT_SCHEDULED, queued.profile, started)
+            return
+        if isinstance(error, BindError):
+            self.metrics.observe_bind("conflict" if error.retry else "gone")
+        else:
+            self.metrics.observe_bind("error")
+        retry = not isinstance(error, BindError) or error.retry
+        self._observe_attempt(RESULT_ERROR, queued.profile, started, incoming="backoff" if retry else None)
+
+    def _reject_waiting(self, waiting: WaitingPod, why: str) -> None:
+        queued, pod = waiting.payload
+        self.cache.forget(waiting.key)
+        message = f"{why} at permit {waiting.rule.name}"
+        self.attempts.add(
+            Attempt(
+                pod=waiting.key,
+                number=queued.attempts,
+                profile=queued.profile.scheduler_name,
+                generation=self._policies.generation,
+                time=self.clock.now(),
+                result="rejected",
+                message=message,
+            )
+        )
+        if not pod.deleting:
+            self.backend.record_event(pod, "Warning", "FailedScheduling", message)
+        self._requeue_unschedulable(queued, {waiting.rule})
+        self._observe_attempt(
+            RESULT_UNSCHEDULABLE,
+            queued.profile,
+            self._attempt_started.pop(waiting.key, None),
+            queued=queued,
+        )
