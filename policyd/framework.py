@@ -83,10 +83,10 @@ class NodeTable(Protocol):
 
 
 class ClusterFunctions(Protocol):
-    """What the algorithm calls on the cluster view object (besides the functions rules call)."""
+    """What the algorithm calls on the cluster functions object (besides the functions rules call)."""
 
     def prescore(self, pod: CelObject, feasible: Sequence[CelObject]) -> None:
-        """Tell the view which nodes passed the filters for `pod` (kube-scheduler PreScore input)."""
+        """Tell the cluster functions which nodes passed the filters for `pod` (kube-scheduler PreScore input)."""
         ...
 
 
@@ -101,7 +101,7 @@ class PodEvaluator(Protocol):
     None or leave rows unsure; the per-node functions decide those). The rest serves the reuse cache in
     front of it (policyd.scheduler.algorithm.reuse): what identifies equivalent pods (`signature`), the
     pod-only values both phases depend on (`prepare`), and whether a node evaluation consulted the
-    cluster view (whose answers depend on more than the pod and the node).
+    cluster functions (whose answers depend on more than the pod and the node).
     """
 
     def filter(self, node: CelObject) -> FilterFailure | None:
@@ -135,16 +135,16 @@ class PodEvaluator(Protocol):
         ...
 
     def track_cluster(self) -> None:
-        """From now on note whether node evaluations call the cluster view."""
+        """From now on note whether node evaluations call the cluster functions."""
         ...
 
     @property
     def cluster_called(self) -> bool:
-        """True when a node evaluation called the cluster view since `reset_cluster_called`."""
+        """True when a node evaluation called the cluster functions since `reset_cluster_called`."""
         ...
 
     def reset_cluster_called(self) -> None:
-        """Start noting cluster view calls afresh."""
+        """Start noting cluster function calls afresh."""
         ...
 
 

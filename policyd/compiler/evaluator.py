@@ -6,7 +6,7 @@ answers the many-node calls with the lowered plans (`VectorisedEvaluator`), over
 lets. For the reuse cache in front of it (docs/DESIGN.md, "Equivalent pods") it offers
 `signature()` (the pod fields node evaluations read), `prepare(phase)` (the pod-only lets of the
 filters or scores, computed before any node so they can be compared between pods) and
-`cluster_called` (whether the last node evaluation called the cluster view, whose answers depend on
+`cluster_called` (whether the last node evaluation called the cluster functions, whose answers depend on
 more than the pod and the node).
 """
 
@@ -24,17 +24,17 @@ _MISSING = object()
 
 
 class ClusterCalls:
-    """Stands in for the cluster view during node evaluations and notes whether it was called."""
+    """Stands in for the cluster functions during node evaluations and notes whether it was called."""
 
-    __slots__ = ("called", "view")
+    __slots__ = ("called", "cluster")
 
-    def __init__(self, view: Any) -> None:
-        self.view = view
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
         self.called = False
 
     def __getattr__(self, name: str) -> Any:
         self.called = True
-        return getattr(self.view, name)
+        return getattr(self.cluster, name)
 
 
 class GeneratedEvaluator:
@@ -79,29 +79,29 @@ class GeneratedEvaluator:
     def prepare(self, phase: pl.EvaluationPhase) -> tuple[Any, ...]:
         """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values."""
         values: list[Any] = []
-        view = self.calls.view
+        cluster = self.calls.cluster
         for _, code, pod_slots in self.parts:
             if phase == "filter":
                 assert code.prepare_filter is not None
-                code.prepare_filter(self.pod, view, pod_slots)
+                code.prepare_filter(self.pod, cluster, pod_slots)
                 values.extend(pod_slots[i] for i in code.filter_pod_slots)
             else:
                 assert code.prepare_score is not None
-                code.prepare_score(self.pod, view, pod_slots)
+                code.prepare_score(self.pod, cluster, pod_slots)
                 values.extend(pod_slots[i] for i in code.score_pod_slots)
         return tuple(values)
 
     def track_cluster(self) -> None:
-        """From now on node evaluations see the cluster view through `ClusterCalls`."""
+        """From now on node evaluations see the cluster functions through `ClusterCalls`."""
         self.cluster = self.calls
 
     @property
     def cluster_called(self) -> bool:
-        """True when a node evaluation called the cluster view since the last `reset_cluster_called`."""
+        """True when a node evaluation called the cluster functions since the last `reset_cluster_called`."""
         return self.calls.called
 
     def reset_cluster_called(self) -> None:
-        """Start noting cluster view calls afresh."""
+        """Start noting cluster function calls afresh."""
         self.calls.called = False
 
     # -- many nodes at once: the vectorised evaluator

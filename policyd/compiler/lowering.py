@@ -993,6 +993,10 @@ class Evaluation:
     ) -> None:
         self._ev = _Evaluation(columns, pod, cluster, lets, types, rows)
 
+    def know_let(self, name: str, value: Any) -> None:
+        """Use `value` for let `name` (computed elsewhere, e.g. a pod-only let) instead of evaluating it."""
+        self._ev.let_values[name] = value
+
 
 def checked_types(expr: ast.Expr, check_types: Mapping[int, Any]) -> dict[int, Any]:
     """Checked types of `expr`'s nodes keyed by node identity (ids repeat across separate parses)."""

@@ -34,7 +34,7 @@ class VectorisedEvaluator:
         n_scores: int,
     ) -> None:
         self.pod = pod
-        self.cluster = cluster  # the cluster view, seen through the per-node evaluator's call tracker
+        self.cluster = cluster  # the cluster functions, seen through the per-node evaluator's call tracker
         self.parts = parts
         self.score_offsets = score_offsets
         self.n_scores = n_scores
@@ -52,12 +52,11 @@ class VectorisedEvaluator:
     def _evaluation(self, code: PolicyCode, pod_slots: list[Any], plan: Any, columns: Any, rows: Any) -> Any:
         """A plan evaluation over `rows` that reuses the pod-only lets computed by `prepare`."""
         memo = plan.evaluation(columns, self.pod, self.cluster, rows=rows)
-        known = memo._ev.let_values  # lowering offers no public setter for known let values yet
         for name, slot in code.pod_let_slots.items():
             value = pod_slots[slot]
             if value is UNSET:
                 continue
-            known[name] = vectorize.EvalErr(value.message) if isinstance(value, LetError) else value
+            memo.know_let(name, vectorize.EvalErr(value.message) if isinstance(value, LetError) else value)
         return memo
 
     def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:

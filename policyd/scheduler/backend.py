@@ -3,8 +3,8 @@
 A back-end delivers cluster objects to the scheduler (an `EventHandler`, list first then changes)
 and carries out the scheduler's writes. `bind` blocks and is only ever called from the binder's
 bounded worker pool (policyd.scheduler.binder), which makes binding asynchronous for the scheduling
-loop; a back-end with a true `binds_in_memory` attribute (the simulated cluster) is bound inline,
-since threads would only add GIL hand-offs to a bind that does no I/O. Every other write is cheap for the simulated back-end; a real back-end may queue them.
+loop; a back-end whose `binds_in_memory` is true (the simulated cluster) is bound inline, since
+threads would only add GIL hand-offs to a bind that does no I/O. Every other write is cheap for the simulated back-end; a real back-end may queue them.
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ class EventHandler(Protocol):
 
 class ClusterBackend(Protocol):
     """A cluster the scheduler schedules into."""
+
+    # True when `bind` completes in memory at once (no I/O): the binder then runs it inline
+    binds_in_memory: bool
 
     def start(self, handler: EventHandler) -> None:
         """Deliver every current object to `handler`, call `on_synced`, then keep delivering changes."""

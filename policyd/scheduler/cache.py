@@ -222,9 +222,9 @@ class Cache:
                         continue
                     layout_changed = layout_changed or name not in snapshot
                     changed[name] = (entry.generation, entry.state.clone_without(()))
-                snapshot._store(self._order() if layout_changed else None, changed)
+                snapshot.store(self._order() if layout_changed else None, changed)
             else:
-                known = snapshot._node_generations()
+                known = snapshot.node_generations()
                 order: list[str] = []
                 for name, entry in self._nodes.items():
                     if entry.state is None:
@@ -232,7 +232,7 @@ class Cache:
                     order.append(name)
                     if known.get(name) != entry.generation:
                         changed[name] = (entry.generation, entry.state.clone_without(()))
-                snapshot._store(order, changed)
+                snapshot.store(order, changed)
             self._dirty.clear()
             self._layout_dirty = False
             self._tracked = snapshot

@@ -61,8 +61,7 @@ class Scheduler(SchedulingCycle):
         self.budgets = BudgetIndex()
         self.permits = Permits(self.clock)
         # a back-end that binds in memory gains nothing from bind threads but GIL hand-offs
-        in_memory = bool(getattr(backend, "binds_in_memory", False))
-        self.binder = Binder(backend, 0 if in_memory else self.options.bind_workers)
+        self.binder = Binder(backend, 0 if backend.binds_in_memory else self.options.bind_workers)
         self.attempts = AttemptLog(self.options.attempt_log_pods, self.options.attempt_log_detailed)
         self.victims: list[str] = []
         self.given_up: set[str] = set()

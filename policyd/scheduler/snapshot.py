@@ -205,11 +205,12 @@ class Snapshot:
 
     # --- write API (cache only) ---
 
-    def _node_generations(self) -> Mapping[str, int]:
+    def node_generations(self) -> Mapping[str, int]:
+        """The cache generation of every node as this snapshot holds it."""
         return self._node_generation
 
-    def _store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeInfoLike]]) -> None:
-        """Install copies of changed nodes and the node order (None: the order is unchanged).
+    def store(self, order: Sequence[str] | None, changed: Mapping[str, tuple[int, NodeInfoLike]]) -> None:
+        """Install copies of changed nodes and the node order (None: unchanged); called by `Cache.update_snapshot`.
 
         The generation changes when anything does. With the same order, changed rows are replaced in
         place (no walk over every node); otherwise the rows are rebuilt and `layout` changes too.

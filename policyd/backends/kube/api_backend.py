@@ -63,6 +63,9 @@ def split_key(pod: PodInfoLike) -> tuple[str, str]:
 class ApiBackend:
     """`ClusterBackend` over a real API server (policyd.scheduler.backend)."""
 
+    # binds are HTTP requests: they run on the binder's worker pool
+    binds_in_memory = False
+
     def __init__(
         self,
         client: KubeClient,

@@ -113,7 +113,7 @@ class Informer:
         self.name = f"informer-{resource.plural}"
         self.relists = 0  # how many full lists were done (1 after the initial sync)
         self.resource_version = ""
-        self._store: dict[str, JSON] = {}
+        self.store: dict[str, JSON] = {}
         self._store_lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -152,20 +152,20 @@ class Informer:
     def items(self) -> list[JSON]:
         """A copy of the store's objects."""
         with self._store_lock:
-            return list(self._store.values())
+            return list(self.store.values())
 
     def get(self, key: str) -> JSON | None:
         """The stored object with key `namespace/name` (or `name`)."""
         with self._store_lock:
-            return self._store.get(key)
+            return self.store.get(key)
 
     def relist(self) -> None:
         """List everything now and reconcile the store (adds, updates, and deletes of vanished objects)."""
         items, rv = self._list_all()
         with self._store_lock:
-            old = dict(self._store)
+            old = dict(self.store)
             fresh = {object_key(o): o for o in items}
-            self._store = dict(fresh)
+            self.store = dict(fresh)
         self.resource_version = rv
         self.relists += 1
         for key, obj in old.items():
@@ -301,11 +301,11 @@ class Informer:
         _strip(obj)
         key = object_key(obj)
         with self._store_lock:
-            prev = self._store.get(key)
+            prev = self.store.get(key)
             if etype == "DELETED":
-                self._store.pop(key, None)
+                self.store.pop(key, None)
             else:
-                self._store[key] = obj
+                self.store[key] = obj
         if rv:
             self.resource_version = rv
         if etype == "ADDED":

@@ -1,7 +1,7 @@
 """Reuse of node results between equivalent pods: a cache in front of the evaluator protocol.
 
 Pods with the same `PodEvaluator.signature()` whose pod-only lets have the same values get the same
-verdict and raw scores on an unchanged node unless the evaluation called the cluster view
+verdict and raw scores on an unchanged node unless the evaluation called the cluster functions
 (docs/DESIGN.md, "Equivalent pods"). A group keeps them per snapshot row with the row's cache
 generation; rows whose generation moved are evaluated again, others are reused. The least recently
 used groups beyond `capacity` are dropped. A pod without a signature (or a scheduler without reuse)

@@ -23,7 +23,7 @@ def snapshot_of(nodes: dict[str, tuple[int, list[FakePod]]]) -> Snapshot:
         for p in pods:
             state.add_pod(p.on(name))
         states[name] = (1, state)
-    snap._store(list(nodes), states)  # type: ignore[arg-type]
+    snap.store(list(nodes), states)  # type: ignore[arg-type]
     return snap
 
 

@@ -24,5 +24,5 @@ def snapshot_of(nodes: Sequence[Mapping[str, Any]]) -> Snapshot:
     """A snapshot whose rows are `nodes` (the same dicts), each at a fresh version."""
     snap = Snapshot()
     changed = {str(n["name"]): (next(generations), NodeRow(str(n["name"]), n)) for n in nodes}
-    snap._store([str(n["name"]) for n in nodes], changed)  # type: ignore[arg-type]
+    snap.store([str(n["name"]) for n in nodes], changed)  # type: ignore[arg-type]
     return snap

@@ -179,26 +179,26 @@ class Cluster:
     def __init__(self, nodes: list[dict[str, Any]]) -> None:
         self.nodes = {n["name"]: n for n in nodes}
         self.snapshot = Snapshot()
-        self._store(list(self.nodes), list(self.nodes))
+        self.store(list(self.nodes), list(self.nodes))
 
-    def _store(self, order: list[str] | None, changed: list[str]) -> None:
+    def store(self, order: list[str] | None, changed: list[str]) -> None:
         states = {name: (next(_generations), NodeRow(name, self.nodes[name])) for name in changed}
-        self.snapshot._store(order, states)  # type: ignore[arg-type]
+        self.snapshot.store(order, states)  # type: ignore[arg-type]
 
     def change(self, name: str, **fields: Any) -> None:
         """Replace node `name`'s dict with one with `fields` changed."""
         self.nodes[name] = dict(self.nodes[name], **fields)
-        self._store(None, [name])
+        self.store(None, [name])
 
     def add(self, node: dict[str, Any]) -> None:
         """Append a node."""
         self.nodes[node["name"]] = node
-        self._store(list(self.nodes), [node["name"]])
+        self.store(list(self.nodes), [node["name"]])
 
     def remove(self, name: str) -> None:
         """Delete a node."""
         del self.nodes[name]
-        self._store(list(self.nodes), [])
+        self.store(list(self.nodes), [])
 
 
 @st.composite
