@@ -32,13 +32,17 @@ MAY_ONLY_IMPORT: dict[str, frozenset[str]] = {
     "policyd.errors": frozenset(),
     "policyd.quantity": LOWER_LEVEL,
     "policyd.framework": LOWER_LEVEL,
+    # the run-time side of compiled policies (evaluators, plans' execution, columns): the compiler
+    # imports it, never the other way round
+    "policyd.evaluation": LOWER_LEVEL | {"policyd.cel", "policyd.framework"},
 }
 NEVER_IMPORTS: dict[str, frozenset[str]] = {
     # the policy front end comes before everything that consumes a policy
     "policyd.policy": frozenset(
         {"policyd.compiler", "policyd.evaluation", "policyd.scheduler", "policyd.backends", "policyd.service"}
     ),
-    # the scheduler runs compiled profiles through the plugin interface (policyd.framework) only
+    # the scheduler runs compiled profiles through the plugin interface (policyd.framework) and
+    # may use the run-time side (policyd.evaluation), never the compiler
     "policyd.scheduler": frozenset({"policyd.compiler", "policyd.backends", "policyd.service"}),
     "policyd.compiler": frozenset({"policyd.scheduler", "policyd.backends", "policyd.service"}),
     "policyd.backends": frozenset({"policyd.service"}),
@@ -271,7 +275,13 @@ def test_no_import_cycle_between_subpackages() -> None:
 
 def test_layering() -> None:
     units = unit_graph(file_graph())
-    assert {"policyd.cel", "policyd.policy", "policyd.compiler", "policyd.scheduler"} <= set(units)
+    assert {
+        "policyd.cel",
+        "policyd.policy",
+        "policyd.compiler",
+        "policyd.evaluation",
+        "policyd.scheduler",
+    } <= set(units)
     wrong = []
     for unit, allowed in MAY_ONLY_IMPORT.items():
         wrong += [f"{unit} -> {t} (may only import {sorted(allowed)})" for t in sorted(units[unit] - allowed)]

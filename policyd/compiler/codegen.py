@@ -24,88 +24,14 @@ from policyd.cel import syntax as cel_ast
 from policyd.cel.codegen import expression_source
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
 from policyd.cel.walk import Bound, Scoped, is_field_of, is_free, scoped_children, walk
-from policyd.compiler import lowering as vectorize
+from policyd.compiler import lowering
+from policyd.evaluation.code import UNSET, LetError
+from policyd.evaluation.plans import PolicyPlan
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
 from policyd.policy.env import LET_CONTEXTS, Context
 
 log = logging.getLogger(__name__)
-
-
-class _Unset:
-    """Marks a let slot not computed yet."""
-
-    __slots__ = ()
-
-
-class LetError:
-    """A let whose evaluation failed; rules that need it fail with its message."""
-
-    __slots__ = ("message",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.message = str(as_eval_error(error))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LetError) and other.message == self.message
-
-    def __hash__(self) -> int:
-        return hash(self.message)
-
-
-class Descending:
-    """Reverses the ordering of a non-numeric queue key (`desc` strings, timestamps, durations)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __lt__(self, other: Descending) -> bool:
-        return bool(other.value < self.value)
-
-    def __gt__(self, other: Descending) -> bool:
-        return bool(other.value > self.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Descending) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __repr__(self) -> str:
-        return f"Descending({self.value!r})"
-
-
-class Last:
-    """A queue key that failed to evaluate: sorts after every value."""
-
-    __slots__ = ()
-
-    def __lt__(self, other: object) -> bool:
-        return False
-
-    def __gt__(self, other: object) -> bool:
-        return not isinstance(other, Last)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Last)
-
-    def __hash__(self) -> int:
-        return 0
-
-
-UNSET = _Unset()
-LAST = Last()
-
-
-def descending(value: Any) -> Any:
-    """The key of `value` for descending order (negated numbers, wrapped anything else)."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int | float):
-        return -value
-    return Descending(value)
 
 
 def _assign(target: str, value: str) -> list[str]:
@@ -162,10 +88,10 @@ class PolicyCode:
         """The policy the functions were generated from."""
         return self.checked.policy
 
-    def vector_plan(self) -> vectorize.PolicyPlan:
+    def vector_plan(self) -> PolicyPlan:
         """The policy's rules lowered to vectorised plans (`policyd.compiler.lowering`), made once."""
         if self._vector is None:
-            self._vector = vectorize.lower_policy(self.checked)
+            self._vector = lowering.lower_policy(self.checked)
         return self._vector  # type: ignore[no-any-return]
 
 

@@ -16,9 +16,10 @@ from policyd import framework as pl
 from policyd.cel.codegen import generate_function
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
 from policyd.cel.values import Duration
-from policyd.compiler.codegen import LAST, PolicyCode, compile_policy, descending, rule_ref
-from policyd.compiler.evaluator import GeneratedEvaluator
+from policyd.compiler.codegen import PolicyCode, compile_policy, rule_ref
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
+from policyd.evaluation.code import LAST, descending
+from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
 from policyd.policy.env import Context

@@ -1,4 +1,4 @@
-"""Node state held column-wise for vectorised policy evaluation (`policyd.compiler.lowering`).
+"""Node state held column-wise for vectorised policy evaluation (`policyd.evaluation.plans`).
 
 One row per node, in the cache's order. Resource maps (`allocatable`, `requested`, `nonZeroRequested`,
 `capacity`; `free` is derived) are int64 columns per resource name with a presence mask (a key absent

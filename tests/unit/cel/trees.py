@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from policyd.cel import syntax as ast
 from policyd.cel.codegen import container_candidates
 from policyd.cel.env import CelEnv
-from policyd.compiler.lowering import NODE_FIELDS
+from policyd.evaluation.interpreter import NODE_FIELDS
 
 NAMES = ("pod", "node", "cluster", "x", "y", ast.ACCUMULATOR, "app")
 FIELDS = ("labels", "name", "requests", "free", "images", "podCount", "zone")

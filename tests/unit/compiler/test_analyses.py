@@ -26,7 +26,7 @@ from tests.unit.cel.trees import (
     old_supported_statically,
     trees,
 )
-from tests.unit.compiler.test_lowering import build_cluster, check_agreement, make_pod, nodes
+from tests.unit.evaluation.test_plans import build_cluster, check_agreement, make_pod, nodes
 
 
 def _old_pod_fields(e: ast.Expr) -> frozenset[str] | None:

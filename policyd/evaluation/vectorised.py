@@ -1,7 +1,7 @@
 """The vectorised evaluator: a pod's rules over many nodes at once, by the lowered plans.
 
 `VectorisedEvaluator` answers `PodEvaluator.bulk_filter` / `bulk_scores` for the policies that apply
-to one pod, over rows of `NodeColumns` (policyd.compiler.lowering plans). It reuses the pod-only lets
+to one pod, over rows of `NodeColumns` (policyd.evaluation.plans). It reuses the pod-only lets
 the per-node evaluator prepared (`GeneratedEvaluator.prepare`), so both evaluators see the same values.
 A row a plan fails or is unsure about is left to the per-node functions; a rule without a plan, or a
 plan that cannot evaluate this pod exactly, makes the whole answer None.
@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from policyd import framework as pl
-from policyd.compiler import lowering as vectorize
-from policyd.compiler.codegen import UNSET, LetError, PolicyCode
+from policyd.evaluation.code import UNSET, CompiledPolicy, LetError
+from policyd.evaluation.columnar import EvalErr, Unsupported
+from policyd.evaluation.plans import Evaluation, ExprPlan, PolicyPlan
 
 # (profile index of the policy, its code, its pod-only let slots): a policy that applies to the pod
-Part = tuple[int, PolicyCode, list[Any]]
+Part = tuple[int, CompiledPolicy, list[Any]]
 
 
 class VectorisedEvaluator:
@@ -39,24 +40,29 @@ class VectorisedEvaluator:
         self.score_offsets = score_offsets
         self.n_scores = n_scores
 
-    def _plans(self, kind: str) -> list[tuple[int, PolicyCode, list[Any], Any]] | None:
+    def _plans(
+        self, kind: str
+    ) -> list[tuple[int, CompiledPolicy, list[Any], PolicyPlan, list[ExprPlan]]] | None:
         out = []
         for k, code, pod_slots in self.parts:
             plan = code.vector_plan()
-            rules = plan.filters if kind == "filter" else plan.scores
-            if any(r is None for r in rules):
-                return None
-            out.append((k, code, pod_slots, plan))
+            lowered = plan.filters if kind == "filter" else plan.scores
+            rules = [r for r in lowered if r is not None]
+            if len(rules) != len(lowered):
+                return None  # a rule without a plan: the per-node functions answer
+            out.append((k, code, pod_slots, plan, rules))
         return out
 
-    def _evaluation(self, code: PolicyCode, pod_slots: list[Any], plan: Any, columns: Any, rows: Any) -> Any:
+    def _evaluation(
+        self, code: CompiledPolicy, pod_slots: list[Any], plan: PolicyPlan, columns: Any, rows: Any
+    ) -> Evaluation:
         """A plan evaluation over `rows` that reuses the pod-only lets computed by `prepare`."""
         memo = plan.evaluation(columns, self.pod, self.cluster, rows=rows)
         for name, slot in code.pod_let_slots.items():
             value = pod_slots[slot]
             if value is UNSET:
                 continue
-            memo.know_let(name, vectorize.EvalErr(value.message) if isinstance(value, LetError) else value)
+            memo.know_let(name, EvalErr(value.message) if isinstance(value, LetError) else value)
         return memo
 
     def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
@@ -67,11 +73,11 @@ class VectorisedEvaluator:
         passed = np.ones(len(rows), dtype=bool)
         self.cluster.called = False
         try:
-            for _, code, pod_slots, plan in plans:
+            for _, code, pod_slots, plan, rules in plans:
                 memo = self._evaluation(code, pod_slots, plan, columns, rows)
-                for rule in plan.filters:
+                for rule in rules:
                     passed &= rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
-        except vectorize.Unsupported:
+        except Unsupported:
             return None
         return passed, not self.cluster.called
 
@@ -83,11 +89,11 @@ class VectorisedEvaluator:
         out = np.zeros((len(rows), self.n_scores), dtype=np.float64)
         self.cluster.called = False
         try:
-            for k, code, pod_slots, plan in plans:
+            for k, code, pod_slots, plan, rules in plans:
                 memo = self._evaluation(code, pod_slots, plan, columns, rows)
                 start = self.score_offsets[k]
-                for j, rule in enumerate(plan.scores):
+                for j, rule in enumerate(rules):
                     out[:, start + j] = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
-        except vectorize.Unsupported:
+        except Unsupported:
             return None
         return out, not self.cluster.called

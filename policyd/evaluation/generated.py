@@ -17,8 +17,8 @@ from typing import Any
 
 from policyd import framework as pl
 from policyd.cel.values import freeze
-from policyd.compiler.codegen import UNSET, PolicyCode
-from policyd.compiler.vectorised import Part, VectorisedEvaluator
+from policyd.evaluation.code import UNSET, CompiledPolicy
+from policyd.evaluation.vectorised import Part, VectorisedEvaluator
 
 _MISSING = object()
 
@@ -44,7 +44,7 @@ class GeneratedEvaluator:
         self,
         pod: pl.CelObject,
         cluster: Any,
-        parts: Sequence[tuple[int, PolicyCode]],
+        parts: Sequence[tuple[int, CompiledPolicy]],
         score_offsets: Sequence[int],
         n_scores: int,
         node_pod_fields: tuple[str, ...] | None,

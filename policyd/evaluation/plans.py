@@ -1,0 +1,145 @@
+"""Vectorised plans of a policy's rules and their evaluation for one pod over node columns.
+
+A plan (`ExprPlan`) is a filter or score expression the lowering (`policyd.compiler.lowering`) found
+to read nothing of the node but columns: its checked AST, the lets it needs and their types. It is
+evaluated once per pod over every node (or the given rows) by the `Interpreter`; nodes whose result
+is an error come back in the `unsure` mask, and the caller evaluates those with the per-node function,
+which gives the exact CEL error text. Results are identical to the generated per-node functions
+(tests/unit/evaluation/test_plans.py checks that property).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from policyd.cel import syntax as ast
+from policyd.evaluation.columnar import (
+    AnyArray,
+    BoolArray,
+    Cat,
+    EvalErr,
+    Num,
+    Unsupported,
+    err_of,
+    is_scalar,
+    num_kind,
+    truth,
+)
+from policyd.evaluation.interpreter import FunctionTable, Interpreter
+
+
+@dataclass(frozen=True)
+class VectorResult:
+    """Per-node outcome of a plan: `values` (filters: passed) and `unsure` (evaluate per node)."""
+
+    values: AnyArray
+    unsure: BoolArray
+
+
+@dataclass(frozen=True)
+class ExprPlan:
+    """A filter or score expression lowered to column evaluation."""
+
+    expr: ast.Expr
+    lets: Mapping[str, ast.Expr]
+    closure: tuple[str, ...]
+    kind: str  # "filter" | "score"
+    functions: FunctionTable
+    types: Mapping[int, Any] = field(default_factory=dict)  # id(syntax node) -> checked type
+
+    def evaluate(
+        self,
+        pod: Mapping[str, Any],
+        columns: Any,
+        cluster: Any = None,
+        memo: Evaluation | None = None,
+        rows: Any = None,
+    ) -> VectorResult:
+        """Evaluate for `pod` over the rows of `columns` (all, or `rows`); raises `Unsupported`."""
+        ev = (
+            memo._ev
+            if memo is not None
+            else Interpreter(columns, pod, cluster, self.lets, self.functions, self.types, rows)
+        )
+        n = ev.n
+        unsure = np.zeros(n, dtype=bool)
+        for name in self.closure:
+            err = err_of(ev.let(name), n)
+            if err is not None:
+                unsure |= err
+        value = ev.eval(self.expr)
+        if self.kind == "filter":
+            true, bad = truth(value, n)
+            err = err_of(value, n)
+            if err is not None:
+                unsure |= err
+            if isinstance(value, Num) and num_kind(value) != "b":
+                true = np.zeros(n, dtype=bool)
+            elif is_scalar(value) and value is not True:
+                true = np.zeros(n, dtype=bool)
+            return VectorResult(true & ~unsure, unsure)
+        return VectorResult(self._scores(value, n, unsure), np.zeros(n, dtype=bool))
+
+    @staticmethod
+    def _scores(value: Any, n: int, failed: BoolArray) -> AnyArray:
+        def as_float(v: Any) -> float:
+            if isinstance(v, EvalErr):
+                return 0.0
+            try:
+                return float(v)
+            except (TypeError, ValueError, OverflowError):
+                return 0.0
+
+        if isinstance(value, Num):
+            if num_kind(value) == "o":
+                raise Unsupported("score type")
+            out = value.values.astype(np.float64)
+            if value.err is not None:
+                out = np.where(value.err, 0.0, out)
+        elif isinstance(value, Cat):
+            table = np.array([as_float(v) for v in value.values], dtype=np.float64)
+            out = table[value.codes]
+        else:
+            out = np.full(n, as_float(value), dtype=np.float64)
+        return np.where(failed, 0.0, out)
+
+
+class Evaluation:
+    """Shared per-pod state for several plans of one policy (lets computed once)."""
+
+    def __init__(
+        self,
+        columns: Any,
+        pod: Mapping[str, Any],
+        lets: Mapping[str, ast.Expr],
+        functions: FunctionTable,
+        cluster: Any = None,
+        types: Mapping[int, Any] | None = None,
+        rows: Any = None,
+    ) -> None:
+        self._ev = Interpreter(columns, pod, cluster, lets, functions, types, rows)
+
+    def know_let(self, name: str, value: Any) -> None:
+        """Use `value` for let `name` (computed elsewhere, e.g. a pod-only let) instead of evaluating it."""
+        self._ev.let_values[name] = value
+
+
+@dataclass(frozen=True)
+class PolicyPlan:
+    """Vectorised plans of one policy's rules, in rule order (None: that rule is per-node only)."""
+
+    lets: Mapping[str, ast.Expr]
+    filters: tuple[ExprPlan | None, ...]
+    scores: tuple[ExprPlan | None, ...]
+    functions: FunctionTable
+    types: Mapping[int, Any] = field(default_factory=dict)
+
+    def evaluation(
+        self, columns: Any, pod: Mapping[str, Any], cluster: Any = None, rows: Any = None
+    ) -> Evaluation:
+        """Per-pod state shared by this policy's plans (over `rows` of the columns, default all)."""
+        return Evaluation(columns, pod, self.lets, self.functions, cluster, self.types, rows)
