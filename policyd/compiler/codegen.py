@@ -56,7 +56,7 @@ class _Writer:
 
 @dataclass
 class PolicyCode:
-    """Generated functions of one policy and the static tables around them."""
+    """Generated functions of one policy and the static tables around them (an `evaluation.code.CompiledPolicy`)."""
 
     checked: CheckedPolicy
     filters: tuple[pl.RuleRef, ...]
