@@ -318,22 +318,6 @@ def test_default_policy_plans_match(
         assert (got.values == np.array([s[j] for s in scores])).all(), checked.policy.scores[j].name.value
 
 
-def test_columns_follow_rewritten_rows() -> None:
-    state = make_node(0, 4000, 1024, 10, {"zone": "a"}, [], None, False)
-    columns = NodeColumns.from_nodes([state.cel])
-    pod = make_pod("p", 500, 128)
-    state.add_pod(pod.with_node("n0"))
-    columns.set_node(0, state.cel)
-    free, present = columns.free("cpu")
-    assert free[0] == state.cel["free"]["cpu"] == 3500 and present[0]
-    assert columns.pod_count[0] == state.cel["podCount"] == 1
-    state.remove_pod(pod.with_node("n0"))
-    columns.set_node(0, state.cel)
-    assert columns.free("cpu")[0][0] == 4000 and columns.pod_count[0] == 0
-    columns.set_node(0, make_node(0, 2000, 1024, 10, {"zone": "b"}, [], None, False).cel)
-    assert columns.labels["zone"].values[columns.labels["zone"].codes[0]] == "b"
-
-
 def test_guarded_node_read_is_unsupported_only_when_reached() -> None:
     text = (
         "policy p {\n  filter Ports {\n"
