@@ -107,6 +107,15 @@ def test_lint_a_yaml_policy(installed: Installed) -> None:
     policy = installed.cwd / "spread-cpu.yaml"
     policy.write_text(YAML_POLICY)
     installed.policyd("lint", str(policy))
+    # the installed schema and checker reject a broken copy, naming the file and the line
+    broken = installed.cwd / "broken.yaml"
+    broken.write_text(YAML_POLICY.replace("weight: 1", "weight: heavy"))
+    done = installed.python("-m", "policyd", "lint", str(broken))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert f"{broken}:11:58: error: spec.scores[0].weight" in done.stdout + done.stderr, (
+        done.stdout + done.stderr
+    )
 
 
 def test_every_shipped_suite(installed: Installed) -> None:
