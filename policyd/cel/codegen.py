@@ -22,6 +22,8 @@ Two entry points:
       `.globals` (helper name -> object, to merge into the globals of the compiled module).
     - helper names start with `prefix` (default `_c`), so expressions generated with different
       prefixes never collide; give each expression its own prefix (`_c1_`, `_c2_`, ...).
+    - `probes` maps syntax node ids (`Node.id`) to functions `probe(value) -> value` called with the
+      node's value each time it is evaluated (coverage instrumentation; off by default).
     - evaluating `.expr` may raise any exception in `cel_runtime.EVAL_ERRORS`; wrap it as
       `try: ... except EVAL_ERRORS as e: raise as_eval_error(e)` (both in `cel_runtime`) or treat
       those as a failed evaluation.
@@ -103,8 +105,16 @@ class _Scope:
 
 
 class _Generator:
-    def __init__(self, check: CheckResult | None, env: CelEnv, names: Mapping[str, str], prefix: str) -> None:
+    def __init__(
+        self,
+        check: CheckResult | None,
+        env: CelEnv,
+        names: Mapping[str, str],
+        prefix: str,
+        probes: Mapping[int, Callable[[Any], Any]] | None = None,
+    ) -> None:
         self.check = check
+        self.probes = probes or {}
         self.env = env
         self.names = dict(names)
         self.prefix = prefix
@@ -201,6 +211,13 @@ class _Generator:
 
     def gen(self, e: ast.Expr, scope: _Scope, prelude: list[str], indent: str) -> str:
         """Python expression text for `e`; statements it needs are appended to `prelude`."""
+        text = self._gen(e, scope, prelude, indent)
+        probe = self.probes.get(e.id)
+        if probe is None:
+            return text
+        return f"{self._add_global(f'probe{e.id}', probe)}({text})"
+
+    def _gen(self, e: ast.Expr, scope: _Scope, prelude: list[str], indent: str) -> str:
         if isinstance(e, ast.Const):
             return self._const_text(e.value)
         if isinstance(e, ast.Ident):
@@ -603,9 +620,10 @@ def expression_source(
     env: CelEnv,
     names: Mapping[str, str] | None = None,
     prefix: str = "_c",
+    probes: Mapping[int, Callable[[Any], Any]] | None = None,
 ) -> GeneratedExpression:
     """One CEL expression as an embeddable Python expression (see the module docstring)."""
-    gen = _Generator(check, env, names or {}, prefix)
+    gen = _Generator(check, env, names or {}, prefix, probes)
     prelude: list[str] = []
     text = gen.gen(expr, _Scope(), prelude, "")
     return GeneratedExpression(text, prelude, gen.globals, tuple(gen.params))

@@ -23,7 +23,8 @@ from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
-from policyd.errors import PolicydError
+from policyd.errors import Diagnostic, PolicydError, SourceSpan
+from policyd.evaluation.coverage import CoverageCollector
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
 from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
@@ -83,17 +84,57 @@ def _schema() -> dict[str, Any]:
 
 
 def load_suite(path: Path) -> dict[str, Any]:
-    """Read and validate a suite file; raises SuiteError."""
+    """Read and validate a suite file; raises SuiteError (schema errors name file, line and column)."""
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        data = yaml.safe_load(text)
     except (OSError, yaml.YAMLError) as exc:
         raise SuiteError(f"{path}: {exc}") from exc
-    try:
-        jsonschema.validate(data, _schema())
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        raise SuiteError(f"{path}: {where}: {exc.message}") from exc
+    check_suite_document(str(path), text, data)
     return data  # type: ignore[no-any-return]
+
+
+def check_suite_document(file: str, text: str, data: Any) -> None:
+    """Validate a parsed suite against the PolicyTestSuite schema; raises SuiteError at the offending line."""
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(_schema()).iter_errors(data))
+    if error is None:
+        return
+    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {})
+        path += [next(k for k in error.instance if k not in known)]  # point at the unexpected key
+    mark = _yaml_mark(text, path)
+    span = SourceSpan(file, mark.line + 1, mark.column + 1) if mark is not None else SourceSpan(file)
+    lines = text.splitlines()
+    source_line = lines[span.line - 1] if mark is not None and span.line <= len(lines) else None
+    diagnostic = Diagnostic("error", f"{where}: {error.message}", span, "schema", source_line)
+    raise SuiteError(diagnostic.format())
+
+
+def _yaml_mark(text: str, path: list[Any]) -> yaml.Mark | None:
+    """Where the YAML node at `path` starts (a last key: the key itself), else the deepest node on the way."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if node is None:
+        return None
+    for depth, part in enumerate(path):
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            entry = next(
+                (kv for kv in node.value if isinstance(kv[0], yaml.ScalarNode) and kv[0].value == str(part)),
+                None,
+            )
+            if entry is not None:
+                child = entry[0] if depth == len(path) - 1 else entry[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+    return node.start_mark  # type: ignore[no-any-return]
 
 
 def case_profile(
@@ -252,12 +293,12 @@ def policy_paths(path: Path, suite: Mapping[str, Any]) -> list[str]:
     return paths
 
 
-def run_suite(path: Path) -> list[CaseResult]:
-    """Load, compile and run every case of one suite file; raises SuiteError for unusable suites."""
+def run_suite(path: Path, coverage: CoverageCollector | None = None) -> list[CaseResult]:
+    """Load, compile and run every case of one suite file (probes report to `coverage`); raises SuiteError."""
     suite = load_suite(path)
     paths = policy_paths(path, suite)
     try:
-        policies = compile_paths(paths, generation=1)
+        policies = compile_paths(paths, generation=1, coverage=coverage)
     except PolicydError as exc:
         raise SuiteError(f"{path}: policies do not compile:\n{exc}") from exc
     return [run_case(policies, suite, case, str(path)) for case in suite["cases"]]

@@ -7,6 +7,11 @@ only `pod`/`cluster`/other pod-only lets) in a per-pod list, node-dependent lets
 each let is evaluated lazily and at most once per evaluation. CEL expressions are embedded with
 `cel_codegen.expression_source`; generated code embeds literals only through `repr()` and names are
 mangled (`v_pod`, `l3`), so no policy text becomes Python code.
+
+With a `CoverageCollector` (`policyd test --coverage`) the generated code is instrumented: a probe
+call as each filter or score rule is evaluated, and each branch condition's value passes through a
+probe (`policyd.compiler.probes` says which); such code has no vectorised plans, so the generated
+functions evaluate every rule. Without one (the default) the code has no probes at all.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from policyd.cel.codegen import expression_source
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
 from policyd.cel.walk import Bound, Scoped, is_field_of, is_free, scoped_children, walk
 from policyd.compiler import lowering
+from policyd.compiler.probes import conditions
 from policyd.evaluation.code import UNSET, LetError
+from policyd.evaluation.coverage import BranchProbe, CoverageCollector, RuleKind, RuleProbe
 from policyd.evaluation.plans import PolicyPlan
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
@@ -81,6 +88,8 @@ class PolicyCode:
     node_pod_fields: frozenset[str] | None = None
     # pod-only let name -> its slot in `P`
     pod_let_slots: dict[str, int] = field(default_factory=dict)
+    # probes report to a coverage collector: no vectorised plans, every rule runs the functions
+    instrumented: bool = False
     _vector: Any = None
 
     @property
@@ -91,15 +100,23 @@ class PolicyCode:
     def vector_plan(self) -> PolicyPlan:
         """The policy's rules lowered to vectorised plans (`policyd.compiler.lowering`), made once."""
         if self._vector is None:
-            self._vector = lowering.lower_policy(self.checked)
+            if self.instrumented:
+                p = self.policy
+                none = PolicyPlan(
+                    {}, (None,) * len(p.filters), (None,) * len(p.scores), lowering.plan_functions()
+                )
+                self._vector = none
+            else:
+                self._vector = lowering.lower_policy(self.checked)
         return self._vector  # type: ignore[no-any-return]
 
 
 class _PolicyGenerator:
     """Writes the Python module of one policy (a visitor over its rules, as Jinja2's CodeGenerator)."""
 
-    def __init__(self, checked: CheckedPolicy) -> None:
+    def __init__(self, checked: CheckedPolicy, coverage: CoverageCollector | None = None) -> None:
         self.checked = checked
+        self.coverage = coverage
         self.policy = policy = checked.policy
         self.globals: dict[str, Any] = {
             "_UNSET": UNSET,
@@ -182,10 +199,53 @@ class _PolicyGenerator:
         names = {"pod": "v_pod", "node": "v_node", "cluster": "v_cluster", "victim": "v_victim"}
         if context in LET_CONTEXTS:
             names.update({name: f"l{self.let_index[name]}" for name in self.checked.lets})
-        generated = expression_source(expr.ast, checked.result, checked.env, names, self.prefix())
+        probes = self.branch_probes(expr) if self.coverage is not None else None
+        generated = expression_source(expr.ast, checked.result, checked.env, names, self.prefix(), probes)
         self.globals.update(generated.globals)
         w.block(generated.prelude)
         return generated.expr
+
+    def owner(self, expr: ir.Expression) -> str:
+        """What `expr` is part of, for coverage reports ("filter fits", "let free", "match", ...)."""
+        p = self.policy
+        if expr is p.match:
+            return "match"
+        for let in p.lets:
+            if expr is let.expr:
+                return f"let {let.name.value}"
+        for rule in p.filters:
+            parts = {"": rule.expr, " reason": rule.reason, " unresolvable": rule.unresolvable}
+            for part, e in parts.items():
+                if expr is e:
+                    return f"filter {rule.name.value}{part}"
+        for score in p.scores:
+            if expr is score.expr:
+                return f"score {score.name.value}"
+        return "expression"
+
+    def branch_probes(self, expr: ir.Expression) -> dict[int, Callable[[Any], Any]]:
+        """Syntax node id -> the coverage recorder of each branch condition of `expr`."""
+        assert self.coverage is not None
+        out: dict[int, Callable[[Any], Any]] = {}
+        owner = self.owner(expr)
+        for cond in conditions(expr):
+            span = expr.source.span(cond.offset)
+            probe = BranchProbe(
+                span.file, span.line, span.column, self.policy.name.value, owner, cond.point, cond.text
+            )
+            out[cond.node.id] = self.coverage.branch(probe)
+        return out
+
+    def rule_probe(self, w: _Writer, kind: RuleKind, name: ir.Name) -> None:
+        """Emit the coverage probe of evaluating rule `name` (nothing without a collector)."""
+        if self.coverage is None:
+            return
+        span = name.span
+        probe = RuleProbe(span.file, span.line, span.column, self.policy.name.value, kind, name.value)
+        self.counter += 1
+        global_name = f"_cov{self.counter}"
+        self.globals[global_name] = self.coverage.rule(probe)
+        w.line(f"{global_name}()")
 
     def ensure_lets(self, w: _Writer, names: list[str], done: set[str]) -> None:
         """Emit the lazy computation of lets `names` (in order) not yet computed in this function."""
@@ -242,6 +302,7 @@ class _PolicyGenerator:
             return f"return ({index!r}, {reasons}, {error != 'None'}, {unresolvable})"
 
         w.line(f"# filter {name}")
+        self.rule_probe(w, "filter", rule.name)
         w.line("_ok = None")
         w.line("while True:")
         w.indent += 1
@@ -367,6 +428,7 @@ class _PolicyGenerator:
         done = set()
         for rule in p.scores:
             w.line(f"# score {rule.name.value}")
+            self.rule_probe(w, "score", rule.name)
             needed = self.closure(rule.expr)
             self.ensure_lets(w, needed, done)
             w.line("_s = 0.0")
@@ -413,6 +475,7 @@ class _PolicyGenerator:
             score_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr for r in p.scores])),
             node_pod_fields=self.node_pod_fields(),
             pod_let_slots={name: i for name, (table, i) in self.slot.items() if table == "P"},
+            instrumented=self.coverage is not None,
         )
 
 
@@ -453,8 +516,10 @@ _CODE_CACHE_SIZE = 1024
 _CODE_CACHE_LOCK = threading.Lock()
 
 
-def compile_policy(checked: CheckedPolicy) -> PolicyCode:
-    """Generate and compile one checked policy's functions (cached for the same checked policy)."""
+def compile_policy(checked: CheckedPolicy, coverage: CoverageCollector | None = None) -> PolicyCode:
+    """Generate and compile one checked policy's functions (cached; instrumented, uncached, with `coverage`)."""
+    if coverage is not None:
+        return _PolicyGenerator(checked, coverage).build()
     with _CODE_CACHE_LOCK:
         hit = _CODE_CACHE.get(id(checked))
         if hit is not None and hit[0] is checked:

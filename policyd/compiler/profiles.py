@@ -19,6 +19,7 @@ from policyd.cel.values import Duration
 from policyd.compiler.codegen import PolicyCode, compile_policy, rule_ref
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.evaluation.code import LAST, descending
+from policyd.evaluation.coverage import CoverageCollector
 from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
@@ -234,10 +235,12 @@ def texts_hash(texts: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def compile_policy_set(checked: Sequence[CheckedPolicy], *, generation: int) -> pl.CompiledPolicySet:
-    """Compile checked policies into profiles by scheduler name."""
+def compile_policy_set(
+    checked: Sequence[CheckedPolicy], *, generation: int, coverage: CoverageCollector | None = None
+) -> pl.CompiledPolicySet:
+    """Compile checked policies into profiles by scheduler name (instrumented for `coverage` if given)."""
     ordered = sorted(checked, key=lambda c: c.policy.name.value)
-    codes = {c.policy.name.value: compile_policy(c) for c in ordered}
+    codes = {c.policy.name.value: compile_policy(c, coverage) for c in ordered}
     by_profile: dict[str, list[CheckedPolicy]] = {}
     for c in ordered:
         for name in c.policy.profiles:
@@ -259,7 +262,9 @@ def compile_policy_set(checked: Sequence[CheckedPolicy], *, generation: int) -> 
     return pl.CompiledPolicySet(generation, content_hash(policies), profiles, files)
 
 
-def compile_paths(paths: Sequence[str], generation: int) -> pl.CompiledPolicySet:
+def compile_paths(
+    paths: Sequence[str], generation: int, coverage: CoverageCollector | None = None
+) -> pl.CompiledPolicySet:
     """Load, check and compile policies; raises PolicyError with every diagnostic on any error."""
     result = load_policies(paths)
     problems: list[Diagnostic] = [
@@ -267,7 +272,7 @@ def compile_paths(paths: Sequence[str], generation: int) -> pl.CompiledPolicySet
     ]
     if problems or result.has_errors:
         raise PolicyError(problems + result.diagnostics)
-    return compile_policy_set(result.checked, generation=generation)
+    return compile_policy_set(result.checked, generation=generation, coverage=coverage)
 
 
 def compile_sources(texts: Mapping[str, str], *, generation: int) -> pl.CompiledPolicySet:
