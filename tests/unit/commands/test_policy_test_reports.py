@@ -1,0 +1,170 @@
+"""`policyd test` reports: JSON, JUnit XML, coverage and its minimum; schema errors at the line."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policyd.cli import main
+
+ROOMY = """policy small {
+  filter Roomy {
+    expr = node.free["cpu"] >= pod.requests["cpu"] || pod.priority > 100
+    reason = "Insufficient cpu"
+  }
+  score MostFree {
+    expr = node.free["cpu"]
+    weight = 1
+    normalize = max
+  }
+}
+"""
+VIP = """policy vip {
+  match = pod.priority > 1000
+  filter VipOnly {
+    expr = "vip" in node.labels
+  }
+}
+"""
+
+
+def _node(name: str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": "10"}},
+    }
+
+
+def _pod(name: str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+    }
+
+
+def _suite(tmp_path: Path, name: str = "suite.yaml", wrong: bool = False) -> Path:
+    (tmp_path / "small.policy").write_text(ROOMY)
+    (tmp_path / "vip.policy").write_text(VIP)
+    suite = {
+        "apiVersion": "policyd.io/v1alpha1",
+        "kind": "PolicyTestSuite",
+        "policies": ["small.policy", "vip.policy"],
+        "nodes": [_node("tiny", "1"), _node("big", "8")],
+        "cases": [
+            {"name": "fits on big", "pod": _pod("p", "2"), "expect": {"node": "big"}},
+            {"name": "wrong", "pod": _pod("q", "2"), "expect": {"node": "tiny" if wrong else "big"}},
+        ],
+    }
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+def test_json_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _suite(tmp_path, wrong=True)
+    assert main(["test", "-o", "json", str(path)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"] == {"passed": 1, "failed": 1, "errors": 0}
+    (suite,) = doc["suites"]
+    assert suite["file"] == str(path) and suite["error"] is None
+    assert [(c["name"], c["passed"]) for c in suite["cases"]] == [("fits on big", True), ("wrong", False)]
+    assert suite["cases"][1]["problems"] == ["node: expected tiny, got big (scores: big=100)"]
+    assert "coverage" not in doc
+
+
+def test_junit_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _suite(tmp_path, wrong=True)
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("apiVersion: policyd.io/v1alpha1\nkind: PolicyTestSuite\ncases: []\n")
+    assert main(["test", "--output", "junit", str(good), str(bad)]) == 2
+    root = ET.fromstring(capsys.readouterr().out)
+    assert root.tag == "testsuites"
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("3", "1", "1")
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [str(good), str(bad)]
+    first, second = suites
+    assert (first.get("tests"), first.get("failures"), first.get("errors")) == ("2", "1", "0")
+    cases = first.findall("testcase")
+    assert [c.get("name") for c in cases] == ["fits on big", "wrong"]
+    assert cases[0].find("failure") is None
+    failure = cases[1].find("failure")
+    assert failure is not None
+    assert failure.get("message") == "node: expected tiny, got big (scores: big=100)"
+    (error_case,) = second.findall("testcase")
+    error = error_case.find("error")
+    assert error is not None and "'policies' is a required property" in (error.get("message") or "")
+
+
+def test_coverage_per_file_with_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _suite(tmp_path)
+    assert main(["test", "-q", "--coverage", str(path)]) == 0
+    out = capsys.readouterr().out
+    small, vip = str(tmp_path / "small.policy"), str(tmp_path / "vip.policy")
+    # Roomy and MostFree evaluated; the first condition of Roomy both ways, the second only false
+    assert any(line.split()[:3] == [small, "2/2", "100.0%"] for line in out.splitlines()), out
+    column = ROOMY.splitlines()[2].index("pod.priority") + 1
+    assert f"{small}:3:{column}: filter Roomy (||): `pod.priority > 100` was never true" in out
+    assert f"{vip}:3:10: filter VipOnly (policy vip) was never evaluated" in out
+    assert any(line.split()[:3] == ["total", "2/3", "66.7%"] for line in out.splitlines()), out
+
+
+def test_coverage_json_and_minimum(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _suite(tmp_path)
+    assert main(["test", "-o", "json", "--min-coverage", "72", str(path)]) == 1
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    total = doc["coverage"]["total"]
+    # 2 of 3 rules, 3 of 4 branch outcomes: 5 of 7
+    assert total == {
+        "rules": {"covered": 2, "total": 3},
+        "branches": {"covered": 3, "total": 4},
+        "percent": round(100 * 5 / 7, 2),
+    }
+    assert doc["coverage"]["belowMinimum"] is True
+    assert "coverage 71.4% is below the minimum 72%" in captured.err
+    by_file = {f["file"]: f for f in doc["coverage"]["files"]}
+    vip = by_file[str(tmp_path / "vip.policy")]
+    assert vip["ruleDetail"] == [
+        {"policy": "vip", "kind": "filter", "name": "VipOnly", "line": 3, "column": 10, "evaluations": 0}
+    ]
+    assert main(["test", "-q", "--min-coverage", "71", str(path)]) == 0
+
+
+def test_min_coverage_out_of_range_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["test", "--min-coverage", "120", str(_suite(tmp_path))]) == 2
+    assert "from 0 to 100" in capsys.readouterr().err
+
+
+def test_schema_error_points_at_the_line_of_the_test_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _suite(tmp_path)
+    text = path.read_text().replace("node: big", "node: big\n    nodee: big", 1)
+    path.write_text(text)
+    line = text.splitlines().index("    nodee: big") + 1
+    assert main(["test", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{line}:5: error: cases/0/expect: Additional properties are not allowed" in err
+    assert "    nodee: big\n    ^" in err
+
+
+def test_schema_error_of_a_value_points_at_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _suite(tmp_path)
+    text = path.read_text().replace("  name: wrong", "  name: [1, 2]", 1)
+    path.write_text(text)
+    line = text.splitlines().index("  name: [1, 2]") + 1
+    assert main(["test", str(path)]) == 2
+    assert f"{path}:{line}:3: error: cases/1/name:" in capsys.readouterr().err
