@@ -16,7 +16,7 @@ from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet
-from policyd.scheduler.attempts import explain_table
+from policyd.scheduler.attempts import Attempt, explain_table
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
@@ -26,13 +26,14 @@ MAX_ATTEMPTS = 20
 
 @dataclass(frozen=True)
 class Placement:
-    """The outcome of one pending pod."""
+    """The outcome of one pending pod (a pod placed, then preempted by a later one, is `preempted`)."""
 
     pod: str
     node: str | None
     attempts: int
     message: str
     nominated_node: str | None
+    preempted: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The `--output json` shape of a placement."""
@@ -42,6 +43,7 @@ class Placement:
             "attempts": self.attempts,
             "message": self.message,
             "nominatedNode": self.nominated_node,
+            "preempted": self.preempted,
         }
 
 
@@ -54,18 +56,25 @@ class Simulation:
     placements: list[Placement]
     seconds: float
 
-    def report(self) -> dict[str, Any]:
-        """The JSON document `--output json` prints."""
-        scheduled = sum(1 for p in self.placements if p.node)
-        rate = len(self.placements) / self.seconds if self.seconds > 0 else 0.0
+    def summary(self) -> dict[str, int]:
+        """Pods placed, pods left unschedulable, and victims (pods deleted by preemption) counted apart."""
+        return {
+            "scheduled": sum(1 for p in self.placements if p.node),
+            "unschedulable": sum(1 for p in self.placements if not p.node and not p.preempted),
+            "preempted": len(self.scheduler.victims),
+        }
+
+    def report(self, *, timing: bool = False) -> dict[str, Any]:
+        """The JSON document `--output json` prints: the same for the same input, unless `timing`."""
+        summary: dict[str, Any] = dict(self.summary())
+        if timing:
+            rate = len(self.placements) / self.seconds if self.seconds > 0 else 0.0
+            summary["seconds"] = round(self.seconds, 3)
+            summary["podsPerSecond"] = round(rate, 1)
         return {
             "placements": [p.to_json() for p in self.placements],
             "victims": list(self.scheduler.victims),
-            "summary": {
-                "scheduled": scheduled,
-                "unschedulable": len(self.placements) - scheduled,
-                "podsPerSecond": round(rate, 1),
-            },
+            "summary": summary,
         }
 
 
@@ -88,7 +97,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
     add_common_arguments(parser)
     parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
-    parser.add_argument("--explain", action="store_true", help="explain one pod after the table")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="explain one pod (the first unschedulable, else the first placed): after the table, or as "
+        "`explanation` in the JSON/YAML document",
+    )
+    parser.add_argument(
+        "--timing", action="store_true", help="add the run time and pods per second to the summary"
+    )
 
 
 def _progress(stream: TextIO, total: int) -> Any:
@@ -163,39 +180,52 @@ def placements(scheduler: Scheduler, cluster: SimulatedCluster) -> list[Placemen
         node = cluster.node_of(key)
         if obj is None and key in scheduler.victims:
             node = None
+        preempted = obj is None and key in scheduler.victims
         message = ""
-        if node is None:
+        if preempted:
+            message = "preempted"
+        elif node is None:
             message = next((a.message for a in reversed(attempts) if a.message), "")
         nominated = ((obj or {}).get("status") or {}).get("nominatedNodeName") or None
         cycles = sum(1 for a in attempts if a.result != "rejected")
-        out.append(Placement(key, node, cycles, message, None if node else nominated))
+        out.append(Placement(key, node, cycles, message, None if node else nominated, preempted))
     return out
 
 
 def explained_pod(sim: Simulation) -> str | None:
-    """The pod `--explain` shows: the first unschedulable one, else the first scheduled one."""
+    """The pod `--explain` shows: the first unschedulable one, else the first placed one."""
     for p in sim.placements:
-        if p.node is None:
+        if p.node is None and not p.preempted:
             return p.pod
-    return sim.placements[0].pod if sim.placements else None
+    placed = [p for p in sim.placements if p.node]
+    return placed[0].pod if placed else None
 
 
 def _table(sim: Simulation) -> str:
     rows = [("POD", "NODE", "ATTEMPTS", "NOMINATED", "MESSAGE")]
     for p in sim.placements:
-        rows.append((p.pod, p.node or "<none>", str(p.attempts), p.nominated_node or "", p.message))
+        shown = p.node or ("<preempted>" if p.preempted else "<none>")
+        rows.append((p.pod, shown, str(p.attempts), p.nominated_node or "", p.message))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [
         "  ".join([*(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)), r[4]]).rstrip() for r in rows
     ]
-    summary = sim.report()["summary"]
+    summary = sim.summary()
     lines.append("")
     lines.append(
         f"scheduled {summary['scheduled']}, unschedulable {summary['unschedulable']}, "
-        f"victims {len(sim.scheduler.victims)}"
+        f"preempted {summary['preempted']}"
         + (f" ({', '.join(sim.scheduler.victims)})" if sim.scheduler.victims else "")
     )
     return "\n".join(lines)
+
+
+def explanation(sim: Simulation) -> tuple[str, list[Attempt]] | None:
+    """The pod `--explain` shows and its attempts (None when no pod was attempted)."""
+    key = explained_pod(sim)
+    if key is None:
+        return None
+    return key, sim.scheduler.attempts.for_pod(key)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,19 +240,23 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"policyd simulate: {exc}", file=sys.stderr)
         return 1
-    if args.output == "json":
-        print(json.dumps(sim.report(), indent=2))
-    elif args.output == "yaml":
-        print(yaml.safe_dump(sim.report(), sort_keys=False), end="")
-    else:
-        print(_table(sim))
-    if args.explain:
-        key = explained_pod(sim)
-        if key is not None:
-            attempts = sim.scheduler.attempts.for_pod(key)
-            shown = [a for a in attempts if a.nodes] or attempts
-            # the JSON/YAML documents stay exactly the report; the explanation then goes to stderr
-            stream = sys.stdout if args.output == "table" else sys.stderr
-            print(file=stream)
-            print(explain_table(shown[-1]), file=stream)
+    explained = explanation(sim) if args.explain else None
+    if args.output in ("json", "yaml"):
+        doc = sim.report(timing=args.timing)
+        if explained is not None:
+            key, attempts = explained
+            doc["explanation"] = {"pod": key, "attempts": [a.to_json() for a in attempts]}
+        if args.output == "json":
+            print(json.dumps(doc, indent=2))
+        else:
+            print(yaml.safe_dump(doc, sort_keys=False), end="")
+        return 0
+    print(_table(sim))
+    if args.timing:
+        print(f"{sim.seconds:.3f} s, {sim.report(timing=True)['summary']['podsPerSecond']} pods/s")
+    if explained is not None:
+        _, attempts = explained
+        shown = [a for a in attempts if a.nodes] or attempts
+        print()
+        print(explain_table(shown[-1]))
     return 0

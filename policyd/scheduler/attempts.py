@@ -244,36 +244,46 @@ class AttemptLog:
 
 
 def explain_table(attempt: Attempt) -> str:
-    """A per-rule (rows), per-node (columns) text table of one attempt; failure reasons as footnotes."""
+    """A per-rule (rows), per-node (columns) text table of one attempt; failure reasons as footnotes.
+
+    Rows are labelled `policy/rule` (two policies may name a rule alike); with every verdict recorded
+    (explain mode), the rules of a policy whose `match` is false for the pod read `n/a`.
+    """
     notes: dict[str, int] = {}
 
     def failed(reasons: Sequence[str]) -> str:
         text = "; ".join(reasons)
         return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
 
-    filters = [r.name for r in attempt.filter_rules]
-    scores = [r.name for r in attempt.score_rules]
+    verdicts = [rec for rec in attempt.nodes if rec.results]
+    applying = {r.rule.policy for rec in verdicts for r in rec.results}
+    not_applying = {f.policy for f in attempt.filter_rules if verdicts and f.policy not in applying}
     rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]
-    for name in filters:
-        row = [f"filter {name}"]
+    for ref in attempt.filter_rules:
+        row = [f"filter {_rule_name(ref)}"]
         for rec in attempt.nodes:
-            results = {r.rule.name: r for r in rec.results}
-            if name in results:
-                r = results[name]
+            results = {r.rule: r for r in rec.results}
+            if ref in results:
+                r = results[ref]
                 row.append("pass" if r.passed else failed(r.reasons or (r.error or "",)))
-            elif rec.failure is not None and rec.failure.rule.name == name:
+            elif rec.failure is not None and rec.failure.rule == ref:
                 row.append(failed(rec.failure.reasons))
             elif not rec.evaluated:
                 row.append("-")
+            elif ref.policy in not_applying or rec.results:
+                row.append("n/a")
             else:
                 row.append("pass" if rec.failure is None else "")
         rows.append(row)
-    for name in scores:
-        row = [f"score {name} (raw/norm/weighted)"]
+    for ref in attempt.score_rules:
+        row = [f"score {_rule_name(ref)} (raw/norm/weighted)"]
         for rec in attempt.nodes:
-            parts = {s.rule.name: s for s in rec.score.rules} if rec.score else {}
-            s = parts.get(name)
-            row.append(f"{s.raw:g}/{s.normalized}/{s.weighted}" if s else "")
+            parts = {s.rule: s for s in rec.score.rules} if rec.score else {}
+            s = parts.get(ref)
+            if s is not None and ref.policy in not_applying:
+                row.append("n/a")
+            else:
+                row.append(f"{s.raw:g}/{s.normalized}/{s.weighted}" if s else "")
         rows.append(row)
     rows.append(["TOTAL", *(str(rec.score.total) if rec.score else "" for rec in attempt.nodes)])
     if attempt.chosen:

@@ -81,6 +81,7 @@ def test_json_report_shape_and_placements(tmp_path: Path, capsys: pytest.Capture
         "attempts": 1,
         "message": "",
         "nominatedNode": None,
+        "preempted": False,
     }
     huge = by_pod["default/huge"]
     assert huge["node"] is None and huge["nominatedNode"] is None
@@ -88,8 +89,7 @@ def test_json_report_shape_and_placements(tmp_path: Path, capsys: pytest.Capture
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu."
     )
     assert report["victims"] == []
-    assert report["summary"]["scheduled"] == 1 and report["summary"]["unschedulable"] == 1
-    assert report["summary"]["podsPerSecond"] >= 0
+    assert report["summary"] == {"scheduled": 1, "unschedulable": 1, "preempted": 0}
 
 
 def test_preemption_reports_victims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,7 +105,7 @@ def test_table_and_explain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert main(["simulate", "--policies", POLICY, "--cluster", cluster, "--explain"]) == 0
     out = capsys.readouterr().out
     assert "default/p" in out and "<none>" in out
-    assert "filter NodeResourcesFit" in out and "FAIL[1]" in out and "[1] Insufficient cpu" in out
+    assert "filter default/NodeResourcesFit" in out and "FAIL[1]" in out and "[1] Insufficient cpu" in out
     assert (
         main(
             ["explain", "--policies", POLICY, "--cluster", cluster, "--pod", "default/p", "--output", "json"]
@@ -123,3 +123,111 @@ def test_explain_unknown_pod_fails(tmp_path: Path, capsys: pytest.CaptureFixture
     cluster = write(tmp_path, [node("a", "1")])
     assert main(["explain", "--policies", POLICY, "--cluster", cluster, "--pod", "default/nope"]) == 1
     assert "not in the cluster file" in capsys.readouterr().err
+
+
+def test_identical_runs_give_identical_documents_and_timing_only_on_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = write(tmp_path, [node("a", "2"), node("b", "4"), pod("p", "1"), pod("q", "3")])
+    first = run_json(capsys, "--cluster", cluster)
+    second = run_json(capsys, "--cluster", cluster)
+    assert first == second
+    assert "podsPerSecond" not in first["summary"]
+    timed = run_json(capsys, "--cluster", cluster, "--timing")
+    assert timed["summary"]["podsPerSecond"] > 0 and timed["summary"]["seconds"] > 0
+    assert timed["placements"] == first["placements"]
+
+
+def test_explain_goes_into_the_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = write(tmp_path, [node("a", "1"), pod("ok", "500m"), pod("p", "2")])
+    assert main(["simulate", "--policies", POLICY, "--cluster", cluster, "-o", "json", "--explain"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    doc = json.loads(captured.out)
+    explanation = doc["explanation"]
+    assert explanation["pod"] == "default/p"  # the first unschedulable pod
+    (attempt, *_) = explanation["attempts"]
+    assert attempt["pod"] == "default/p" and attempt["result"] == "unschedulable"
+    (node_a,) = attempt["nodes"]
+    assert node_a["failure"]["rule"] == "default/NodeResourcesFit"
+    assert main(["simulate", "--policies", POLICY, "--cluster", cluster, "-o", "yaml", "--explain"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["explanation"] == explanation
+
+
+FIFO = """policy fifo {
+  queue {
+    order pod.name asc
+  }
+  filter Fits {
+    expr = node.free["cpu"] >= pod.requests["cpu"]
+    reason = "Insufficient cpu"
+  }
+}
+"""
+
+
+def test_preemption_victims_are_counted_apart_from_unschedulable_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # name order: a-low is placed first, then b-high preempts it
+    policy = tmp_path / "fifo.policy"
+    policy.write_text(FIFO)
+    cluster = write(tmp_path, [node("n1", "2"), pod("a-low", "1500m", 1), pod("b-high", "1", 100)])
+    argv = ["simulate", "--policies", str(policy), "--cluster", cluster]
+    assert main([*argv, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["victims"] == ["default/a-low"]
+    assert report["summary"] == {"scheduled": 1, "unschedulable": 0, "preempted": 1}
+    low = next(p for p in report["placements"] if p["pod"] == "default/a-low")
+    assert low["preempted"] is True and low["node"] is None and low["message"] == "preempted"
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "scheduled 1, unschedulable 0, preempted 1 (default/a-low)" in out
+    assert "<preempted>" in out
+
+
+ALPHA = """policy alpha {
+  filter Fits {
+    expr = node.free["cpu"] >= pod.requests["cpu"]
+    reason = "Insufficient cpu"
+  }
+  score Free {
+    expr = node.free["cpu"]
+  }
+}
+"""
+BETA = """policy beta {
+  match = pod.priority > 1000
+  filter Fits {
+    expr = "gpu" in node.labels
+    reason = "not a gpu node"
+  }
+  filter Other {
+    expr = true
+  }
+  score Free {
+    expr = 7
+  }
+}
+"""
+
+
+def test_explain_table_labels_rules_with_their_policy_and_shows_non_applying_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.policy").write_text(ALPHA)
+    (tmp_path / "b.policy").write_text(BETA)
+    cluster = write(tmp_path, [node("n1", "4"), node("n2", "1"), pod("p", "2")])
+    policies = [str(tmp_path / "a.policy"), str(tmp_path / "b.policy")]
+    assert main(["explain", "--policies", *policies, "--cluster", cluster, "--pod", "p"]) == 0
+    rows = {
+        line.split()[1]: line.split()[2:]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith(("filter ", "score "))
+    }
+    assert rows["alpha/Fits"] == ["pass", "FAIL[1]"]
+    # beta's match is false for this pod: its rules do not apply (not `pass`, not merged with alpha's)
+    assert rows["beta/Fits"] == ["n/a", "n/a"]
+    assert rows["beta/Other"] == ["n/a", "n/a"]
+    assert rows["alpha/Free"] == ["(raw/norm/weighted)", "4000/4000/4000"]
+    assert rows["beta/Free"] == ["(raw/norm/weighted)", "n/a"]
