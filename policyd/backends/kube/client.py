@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
+import re
 import threading
 import time
 import warnings
@@ -19,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 import urllib3
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
@@ -128,7 +131,7 @@ def load_configuration(kubeconfig: str | None = None, master: str | None = None)
     """Client configuration from a kubeconfig file, else in-cluster; `master` overrides the server URL."""
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
+        load_kubeconfig(kubeconfig, cfg)
     elif master:
         cfg.host = master
     else:
@@ -145,6 +148,37 @@ def load_configuration(kubeconfig: str | None = None, master: str | None = None)
     if master:
         cfg.host = master.rstrip("/")
     return cfg
+
+
+def load_kubeconfig(path: str, cfg: k8s_client.Configuration) -> None:
+    """Fill `cfg` from the current context of kubeconfig `path`; raises PolicydError naming the file."""
+    if not os.path.isfile(path):
+        raise PolicydError(
+            f"kubeconfig {path}: no such file"
+            if not os.path.exists(path)
+            else f"kubeconfig {path}: not a file"
+        )
+    try:
+        k8s_config.load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
+    except k8s_config.ConfigException as err:
+        raise PolicydError(f"kubeconfig {path}: {_kubeconfig_problem(str(err))}") from err
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as err:
+        raise PolicydError(
+            f"kubeconfig {path}: not a usable kubeconfig: {' '.join(str(err).split())}"
+        ) from err
+
+
+def _kubeconfig_problem(text: str) -> str:
+    """The kubernetes client's complaint about a kubeconfig, in a user's words."""
+    if "current-context" in text:
+        return "no current-context set (kubectl config use-context NAME)"
+    if "file is empty" in text or "No configuration found" in text:
+        return "the file is empty"
+    missing = re.search(r"Expected object with name (\S*) in .*/(\w+) list", text)
+    if missing is not None:
+        name, kind = missing.groups()
+        return f"refers to {kind.rstrip('s')} {name!r}, which is not in its {kind} list"
+    return text
 
 
 class KubeClient:
