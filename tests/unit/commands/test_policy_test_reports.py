@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from policyd.cli import main
+from tests.unit.commands.test_policy_test_cmd import _node, _pod
 
 ROOMY = """policy small {
   filter Roomy {
@@ -31,24 +31,6 @@ VIP = """policy vip {
   }
 }
 """
-
-
-def _node(name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": cpu, "memory": "1Gi", "pods": "10"}},
-    }
-
-
-def _pod(name: str, cpu: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
-    }
 
 
 def _suite(tmp_path: Path, name: str = "suite.yaml", wrong: bool = False) -> Path:
@@ -146,25 +128,29 @@ def test_min_coverage_out_of_range_is_a_usage_error(
     assert "from 0 to 100" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "where"),
+    [
+        # an unexpected key: at the key
+        (
+            "node: big",
+            "node: big\n    nodee: big",
+            "5: error: cases/0/expect: Additional properties are not allowed",
+        ),
+        # a value of the wrong type: at its key
+        ("  name: wrong", "  name: [1, 2]", "3: error: cases/1/name:"),
+    ],
+    ids=["unexpected-key", "wrong-type"],
+)
 def test_schema_error_points_at_the_line_of_the_test_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, where: str
 ) -> None:
     path = _suite(tmp_path)
-    text = path.read_text().replace("node: big", "node: big\n    nodee: big", 1)
+    text = path.read_text().replace(old, new, 1)
     path.write_text(text)
-    line = text.splitlines().index("    nodee: big") + 1
+    bad = new.splitlines()[-1]
+    line = text.splitlines().index(bad) + 1
     assert main(["test", str(path)]) == 2
     err = capsys.readouterr().err
-    assert f"{path}:{line}:5: error: cases/0/expect: Additional properties are not allowed" in err
-    assert "    nodee: big\n    ^" in err
-
-
-def test_schema_error_of_a_value_points_at_its_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = _suite(tmp_path)
-    text = path.read_text().replace("  name: wrong", "  name: [1, 2]", 1)
-    path.write_text(text)
-    line = text.splitlines().index("  name: [1, 2]") + 1
-    assert main(["test", str(path)]) == 2
-    assert f"{path}:{line}:3: error: cases/1/name:" in capsys.readouterr().err
+    assert f"{path}:{line}:{where}" in err
+    assert f"{bad}\n" in err  # the source line, then a caret under the column

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from policyd.compiler.codegen import compile_policy
 from policyd.compiler.probes import conditions
 from policyd.compiler.profiles import compile_policy_set
 from policyd.evaluation.coverage import CoverageCollector
 from policyd.policy.checked import CheckedPolicy
 from policyd.policy.loader import load_texts
+from tests.unit.compiler.test_codegen import node, pod
 
 
 def checked(text: str) -> CheckedPolicy:
@@ -17,18 +16,6 @@ def checked(text: str) -> CheckedPolicy:
     assert loaded.errors == [], [str(d) for d in loaded.errors]
     (one,) = loaded.checked
     return one
-
-
-def pod(**fields: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": "p", "namespace": "default", "priority": 0, "requests": {"cpu": 100}}
-    out.update(fields)
-    return out
-
-
-def node(name: str, **fields: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name, "labels": {}, "free": {"cpu": 1000}}
-    out.update(fields)
-    return out
 
 
 POLICY = """policy p {
@@ -75,7 +62,7 @@ def test_instrumented_code_records_rules_and_condition_outcomes() -> None:
     coverage = CoverageCollector()
     cps = compile_policy_set([checked(POLICY)], generation=1, coverage=coverage)
     profile = cps.profiles["policyd"]
-    ev = profile.evaluator(pod(priority=20, name="a"), None)
+    ev = profile.evaluator(pod("a", priority=20), None)
     assert ev.filter(node("n1", labels={"zz": "1"})) is None
     ev.score(node("n1", labels={"zz": "1"}))
     report = coverage.report()
@@ -93,7 +80,7 @@ def test_instrumented_code_records_rules_and_condition_outcomes() -> None:
     assert seen['node.free["cpu"] > 500'] == (True, False)
     assert seen['"x" in node.labels'] == (False, False)
     # a second pod takes the other branches; the counts add up
-    ev = profile.evaluator(pod(priority=0, name="c"), None)
+    ev = profile.evaluator(pod("c", priority=0), None)
     assert ev.filter(node("n2")) is not None
     seen = {b.probe.text: (b.true > 0, b.false > 0) for b in coverage.report().files[0].branches}
     assert seen["pod.priority > 10"] == (True, True)
@@ -118,7 +105,7 @@ def test_instrumented_code_decides_as_the_plain_code() -> None:
     one = checked(POLICY)
     plain = compile_policy_set([one], generation=1).profiles["policyd"]
     probed = compile_policy_set([one], generation=1, coverage=CoverageCollector()).profiles["policyd"]
-    for p in (pod(priority=20, name="a"), pod(priority=20, name="bob"), pod(name="c", labels={"q": "1"})):
+    for p in (pod("a", priority=20), pod("bob", priority=20), pod("c", labels={"q": "1"})):
         for n in (node("n1"), node("n2", labels={"x": "1"}), node("n3", labels={"z": "1"}, free={"cpu": 10})):
             a, b = plain.evaluator(p, None), probed.evaluator(p, None)
             assert a.filter_all(n) == b.filter_all(n)
