@@ -154,3 +154,21 @@ def test_schema_error_points_at_the_line_of_the_test_file(
     err = capsys.readouterr().err
     assert f"{path}:{line}:{where}" in err
     assert f"{bad}\n" in err  # the source line, then a caret under the column
+
+
+def test_shipped_suites_evaluate_every_rule_of_the_shipped_policies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The done-criterion of shipped suites: `policyd test --coverage` reports 100% of rules."""
+    root = Path(__file__).resolve().parents[3]
+    assert main(["test", "-o", "json", "--coverage", str(root / "policies" / "tests")]) == 0
+    coverage = json.loads(capsys.readouterr().out)["coverage"]
+    missing = [
+        f"{f['file']}:{r['line']}: {r['kind']} {r['name']}"
+        for f in coverage["files"]
+        for r in f["ruleDetail"]
+        if r["evaluations"] == 0
+    ]
+    assert missing == [], "rules no shipped suite evaluates (add cases to policies/tests/)"
+    shipped = {p.resolve() for p in (root / "policies").rglob("*.policy")}
+    assert {Path(f["file"]) for f in coverage["files"]} == shipped  # every shipped policy has a suite
