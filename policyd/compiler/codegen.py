@@ -100,12 +100,11 @@ class PolicyCode:
     def vector_plan(self) -> PolicyPlan:
         """The policy's rules lowered to vectorised plans (`policyd.compiler.lowering`), made once."""
         if self._vector is None:
-            if self.instrumented:
+            if self.instrumented:  # no plans: the probed functions evaluate every rule
                 p = self.policy
-                none = PolicyPlan(
+                self._vector = PolicyPlan(
                     {}, (None,) * len(p.filters), (None,) * len(p.scores), lowering.plan_functions()
                 )
-                self._vector = none
             else:
                 self._vector = lowering.lower_policy(self.checked)
         return self._vector  # type: ignore[no-any-return]

@@ -36,7 +36,7 @@ def _is_machinery(call: cel_ast.Call) -> bool:
 
 
 def _operands(call: cel_ast.Call) -> list[cel_ast.Expr]:
-    """The operands of a chain of one logic operator, left to right, with the operator's offset after each."""
+    """The operands of a chain of one logic operator, left to right."""
     out: list[cel_ast.Expr] = []
     for arg in call.args:
         if isinstance(arg, cel_ast.Call) and arg.function == call.function and not _is_machinery(arg):
