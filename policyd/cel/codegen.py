@@ -404,7 +404,8 @@ class _Generator:
         if isinstance(e, ast.Const):
             return True
         if isinstance(e, ast.Ident):
-            return self.check is not None
+            # a `cel.block` slot is a thunk whose first use evaluates (and may fail)
+            return self.check is not None and not e.name.startswith("@index")
         if isinstance(e, ast.Select):
             ot = self._type(e.operand)
             return isinstance(ot, ObjectType) and self._safe_expr(e.operand)
@@ -479,7 +480,7 @@ class _Generator:
     # -- comprehensions ----------------------------------------------------------------------
 
     def _comprehension(self, e: ast.Comprehension, scope: _Scope, prelude: list[str], indent: str) -> str:
-        if e.macro == "cel.bind":
+        if e.macro in ("cel.bind", "cel.block"):
             return self._bind(e, scope, prelude, indent)
         rng = self.gen(e.iter_range, scope, prelude, indent)
         name = self._fresh("c")
@@ -580,19 +581,34 @@ class _Generator:
         return f"{name}()"
 
     def _bind(self, e: ast.Comprehension, scope: _Scope, prelude: list[str], indent: str) -> str:
-        """`cel.bind(x, init, body)` (and what expands to it): `x = init`, then `body`, in a nested function."""
+        """`cel.bind(x, init, body)`: `x = init`, then `body`, in a nested function. A `cel.block` slot
+        is evaluated lazily and once (cel-go): `x` is a memoising thunk, so an unused slot's error
+        never surfaces."""
         name = self._fresh("b")
         acc = self._fresh("a")
         ind = indent + "    "
-        init_body: list[str] = []
-        init = self.gen(e.accu_init, scope, init_body, ind)
         inner = _Scope(dict(scope.locals))
-        inner.locals[e.accu_var] = acc
+        lines = [f"{indent}def {name}():"]
+        init_body: list[str] = []
+        if e.macro == "cel.block":
+            cell = self._fresh("m")
+            init = self.gen(e.accu_init, scope, init_body, ind + "    ")
+            lines += [
+                f"{ind}{cell} = []",
+                f"{ind}def {acc}():",
+                *init_body,
+                f"{ind}    if not {cell}:",
+                f"{ind}        {cell}.append({init})",
+                f"{ind}    return {cell}[0]",
+            ]
+            inner.locals[e.accu_var] = f"{acc}()"
+        else:
+            init = self.gen(e.accu_init, scope, init_body, ind)
+            lines += [*init_body, f"{ind}{acc} = {init}"]
+            inner.locals[e.accu_var] = acc
         res_body: list[str] = []
         res = self.gen(e.result, inner, res_body, ind)
-        prelude.extend(
-            [f"{indent}def {name}():", *init_body, f"{ind}{acc} = {init}", *res_body, f"{ind}return {res}"]
-        )
+        prelude.extend([*lines, *res_body, f"{ind}return {res}"])
         return f"{name}()"
 
     def _macro_predicate(self, e: ast.Comprehension) -> Any:

@@ -597,8 +597,11 @@ class CelTreeBuilder:
             id=self.next_id(),
         )
 
-    def _bind(self, var: str, init: ast.Expr, body: ast.Expr, offset: int) -> ast.Comprehension:
-        """`cel.bind(var, init, body)`: a comprehension over an empty range whose accumulator is `var`."""
+    def _bind(
+        self, var: str, init: ast.Expr, body: ast.Expr, offset: int, macro: str = "cel.bind"
+    ) -> ast.Comprehension:
+        """`cel.bind(var, init, body)`: a comprehension over an empty range whose accumulator is `var`
+        (macro `cel.block` for a block's slot, which the code generator evaluates lazily)."""
         return ast.Comprehension(
             iter_var=ast.UNUSED,
             iter_range=ast.CreateList((), offset=offset, id=self.next_id()),
@@ -607,7 +610,7 @@ class CelTreeBuilder:
             loop_condition=ast.Const(False, offset=offset, id=self.next_id()),
             loop_step=ast.Ident(var, offset=offset, id=self.next_id()),
             result=body,
-            macro="cel.bind",
+            macro=macro,
             offset=offset,
             id=self.next_id(),
         )
@@ -634,7 +637,7 @@ class CelTreeBuilder:
                 raise self._error("cel.block() takes a list of expressions and an expression", offset)
             body = args[1]
             for i in reversed(range(len(args[0].elements))):
-                body = self._bind(f"@index{i}", args[0].elements[i], body, offset)
+                body = self._bind(f"@index{i}", args[0].elements[i], body, offset, macro="cel.block")
             return body
         numbers = [a.value for a in args if isinstance(a, ast.Const) and type(a.value) is int]
         if name == "index" and len(args) == 1 and len(numbers) == 1 and numbers[0] >= 0:

@@ -12,7 +12,8 @@ The two-variable macros (`all`, `exists`, `existsOne` with three arguments, `tra
 `transformMap`, `transformMapEntry`) expand to comprehensions with a second iteration variable
 (`iter_var2`: the value, while `iter_var` is the list index or the map key). `cel.bind(x, init, e)`,
 `cel.block([...], e)` and the optional macros `optMap`/`optFlatMap` expand to comprehensions over an
-empty range whose accumulator is the bound variable (macro `cel.bind`), as cel-go does.
+empty range whose accumulator is the bound variable (macro `cel.bind`; `cel.block` for a block's
+slots `@index<N>`, evaluated lazily), as cel-go does.
 
 Operators are `Call`s with cel-spec's internal function names: `_+_`, `_-_`, `_*_`, `_/_`, `_%_`,
 `-_` (negate), `!_`, `_==_`, `_!=_`, `_<_`, `_<=_`, `_>_`, `_>=_`, `_&&_`, `_||_`, `_?_:_`, `_[_]`,

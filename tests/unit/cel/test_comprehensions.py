@@ -157,3 +157,15 @@ def test_two_variable_comprehension_cost_multiplies_by_the_range() -> None:
     dear = estimate(nested, check(nested, ENV), ENV)
     assert 10 <= cheap < dear
     assert dear >= 10 * 10
+
+
+def test_block_slots_are_lazy_and_evaluated_once() -> None:
+    # an unused slot's error never surfaces; a used one's does, and `||` still absorbs it
+    assert ev("cel.block([1 / 0, 2], cel.index(1))") == 2
+    with pytest.raises(CelEvalError, match="division by zero"):
+        ev("cel.block([1 / 0 == 1], cel.index(0))")
+    assert ev("cel.block([1 / 0 == 1], cel.index(0) || true)") is True
+    assert ev("cel.block([[1, 2].map(x, x * 2)], cel.index(0) + cel.index(0))") == [2, 4, 2, 4]
+    # cel.bind evaluates its value eagerly, as cel-go does
+    with pytest.raises(CelEvalError, match="division by zero"):
+        ev("cel.bind(x, 1 / 0, 2)")
