@@ -508,6 +508,9 @@ class _Checker:
         self.types[field.id] = STRING
         if not isinstance(field, ast.Const) or not isinstance(field.value, str):
             return self._issue("optional selection needs a field name", e.offset)
+        variable = self._var_nodes.get(id(e.args[0]))
+        if variable is not None:
+            self._read(variable, field.value)
         inner = optional_param(operand)
         result = self._field_type(operand if inner is None else inner, field.value, e.offset + 2, False)
         if isinstance(result, ErrorType):

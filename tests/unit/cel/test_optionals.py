@@ -159,3 +159,9 @@ def test_optional_constructs_have_a_cost() -> None:
     plain = parse_cel("m['k']")
     optional = parse_cel("m[?'k'].orValue(0)")
     assert estimate(optional, check(optional, ENV), ENV) > estimate(plain, check(plain, ENV), ENV)
+
+
+def test_optional_selection_records_the_field_read() -> None:
+    assert check(parse_cel("pod.?labels.orValue({})"), ENV).reads == frozenset({"pod.labels"})
+    assert check(parse_cel("pod.?labels.?team"), ENV).reads == frozenset({"pod.labels"})
+    assert check(parse_cel("m[?'k']"), ENV).reads == frozenset({"m"})
