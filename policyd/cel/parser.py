@@ -38,6 +38,7 @@ import lark
 from lark import Lark, Token, Tree
 
 from policyd.cel import syntax as ast
+from policyd.cel.walk import nodes
 from policyd.errors import CelError
 
 GRAMMAR_DIR = str(Path(__file__).parent)
@@ -635,8 +636,15 @@ class CelTreeBuilder:
         if name == "block":
             if len(args) != 2 or not isinstance(args[0], ast.CreateList) or args[0].optional_indices:
                 raise self._error("cel.block() takes a list of expressions and an expression", offset)
+            slots = args[0].elements
+            for i, expr in enumerate((*slots, args[1])):
+                for node in nodes(expr):
+                    if isinstance(node, ast.Ident) and node.name.startswith("@index"):
+                        if int(node.name[len("@index") :]) >= i:
+                            what = "its own or a later slot" if i < len(slots) else "a slot the block lacks"
+                            raise self._error(f"cel.index({node.name[6:]}) refers to {what}", node.offset)
             body = args[1]
-            for i in reversed(range(len(args[0].elements))):
+            for i in reversed(range(len(slots))):
                 body = self._bind(f"@index{i}", args[0].elements[i], body, offset, macro="cel.block")
             return body
         numbers = [a.value for a in args if isinstance(a, ast.Const) and type(a.value) is int]

@@ -117,6 +117,8 @@ def test_types(text: str, expected: str) -> None:
         ("cel.bind(1, 2, 3)", "argument is not an identifier in cel.bind() macro", 10),
         ("cel.bind(x, 2)", "cel.bind() takes a variable, an initial value and an expression", 9),
         ("cel.index(0)", "undeclared reference to '@index0' (in container '')", 10),
+        ("cel.block([cel.index(0)], 1)", "cel.index(0) refers to its own or a later slot", 21),
+        ("cel.block([1, 2], cel.index(2))", "cel.index(2) refers to a slot the block lacks", 28),
         (
             "1.all(i, v, true)",
             "expression of type 'int' cannot be the range of a comprehension (must be list, map, or dynamic)",
