@@ -88,6 +88,9 @@ MESSAGE_TYPES: Mapping[str, CelType] = {
     "google.protobuf.Duration": DURATION,
 }
 
+# Protobuf enum constants that well-known messages use; CEL reads enum values as ints.
+ENUM_CONSTANTS: Mapping[str, int] = {"google.protobuf.NullValue.NULL_VALUE": 0}
+
 # Operators the checker types itself (their ids are cel-spec's standard overload ids).
 _LOGICAL = {"_&&_": "logical_and", "_||_": "logical_or"}
 _NOT_STRICTLY_FALSE = "@not_strictly_false"
@@ -318,6 +321,8 @@ class _Checker:
             denoted = TYPE_NAMES.get(candidate)
             if denoted is not None:
                 return candidate, TypeType(denoted), False
+            if candidate in ENUM_CONSTANTS:
+                return candidate, INT, False
         return None
 
     def _resolve_function(self, name: str) -> FunctionDecl | None:

@@ -38,7 +38,7 @@ from policyd.cel import comprehension as comp
 from policyd.cel import optional as opt
 from policyd.cel import runtime as rt
 from policyd.cel import syntax as ast
-from policyd.cel.checker import container_candidates
+from policyd.cel.checker import ENUM_CONSTANTS, container_candidates
 from policyd.cel.env import CelEnv, CheckResult, FunctionDecl, Overload
 from policyd.cel.stdlib import DYNAMIC_IMPLS, TYPE_VALUES, standard_functions
 from policyd.cel.types import (
@@ -184,6 +184,8 @@ class _Generator:
                 return self._const_text(TYPE_VALUES[cand])
             if cand == OPTIONAL_TYPE_NAME:
                 return self._const_text(opt.OPTIONAL_TYPE_VALUE)
+            if cand in ENUM_CONSTANTS:
+                return repr(ENUM_CONSTANTS[cand])
         return None
 
     def _ident(self, e: ast.Ident, scope: _Scope) -> str:

@@ -38,8 +38,6 @@ KNOWN_FAILURES: dict[str, str] = {
     # which cel-spec targets, decodes it to `?`): the expected value read here has a stray backslash.
     "parse/bytes_literals/triple_single_quoted_unescaped_punctuation": "`\\?` in an expected bytes value",
     "parse/bytes_literals/triple_double_quoted_unescaped_punctuation": "`\\?` in an expected bytes value",
-    # `google.protobuf.NullValue.NULL_VALUE` is a protobuf enum constant; policyd has no enums.
-    "dynamic/value_null/literal": "protobuf enum constant NullValue.NULL_VALUE",
 }
 
 # Text that marks a test as needing protobuf messages or a proto type environment.
