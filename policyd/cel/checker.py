@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 
 from policyd.cel import syntax as ast
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl, Overload
+from policyd.cel.optional import optional_of, optional_param
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -45,6 +46,7 @@ from policyd.cel.types import (
     list_of,
     map_of,
 )
+from policyd.cel.values import OPTIONAL_TYPE_NAME
 
 # Internal placeholder for the element type of an empty list/map literal: unifies with anything and
 # yields to the other side when merged, so `[].map(x, x * 2)` is list(int). Reported as dyn.
@@ -64,6 +66,7 @@ TYPE_NAMES: Mapping[str, CelType] = {
     "type": TYPE,
     "google.protobuf.Timestamp": TIMESTAMP,
     "google.protobuf.Duration": DURATION,
+    OPTIONAL_TYPE_NAME: optional_of(DYN),
 }
 
 # Well-known protobuf messages that may be constructed with `Name{...}`, and the CEL type of the result.
@@ -84,6 +87,9 @@ MESSAGE_TYPES: Mapping[str, CelType] = {
     "google.protobuf.Timestamp": TIMESTAMP,
     "google.protobuf.Duration": DURATION,
 }
+
+# Protobuf enum constants that well-known messages use; CEL reads enum values as ints.
+ENUM_CONSTANTS: Mapping[str, int] = {"google.protobuf.NullValue.NULL_VALUE": 0}
 
 # Operators the checker types itself (their ids are cel-spec's standard overload ids).
 _LOGICAL = {"_&&_": "logical_and", "_||_": "logical_or"}
@@ -207,6 +213,9 @@ def _merge(a: CelType, b: CelType) -> CelType:
         return ListType(_merge(a.elem, b.elem))
     if isinstance(a, MapType) and isinstance(b, MapType):
         return MapType(_merge(a.key, b.key), _merge(a.value, b.value))
+    if isinstance(a, OpaqueType) and isinstance(b, OpaqueType) and a.name == b.name:
+        if len(a.params) == len(b.params):
+            return OpaqueType(a.name, tuple(_merge(x, y) for x, y in zip(a.params, b.params, strict=True)))
     if isinstance(a, TypeType) and isinstance(b, TypeType):
         if a.of is None or b.of is None or not (_unify(a.of, b.of, {}) and _unify(b.of, a.of, {})):
             return TYPE
@@ -225,18 +234,18 @@ def _join(a: CelType | None, b: CelType) -> CelType:
     return DYN
 
 
-def _substitute(t: CelType, subst: Mapping[str, CelType]) -> CelType:
-    """Replace type parameters by their bindings; unbound ones become dyn."""
+def _substitute(t: CelType, subst: Mapping[str, CelType], unbound: CelType = DYN) -> CelType:
+    """Replace type parameters by their bindings; unbound ones become `unbound` (dyn)."""
     if isinstance(t, TypeParam):
-        return t if _is_free(t) else subst.get(t.name, DYN)
+        return t if _is_free(t) else subst.get(t.name, unbound)
     if isinstance(t, ListType):
-        return ListType(_substitute(t.elem, subst))
+        return ListType(_substitute(t.elem, subst, unbound))
     if isinstance(t, MapType):
-        return MapType(_substitute(t.key, subst), _substitute(t.value, subst))
+        return MapType(_substitute(t.key, subst, unbound), _substitute(t.value, subst, unbound))
     if isinstance(t, TypeType) and t.of is not None:
-        return TypeType(_substitute(t.of, subst))
+        return TypeType(_substitute(t.of, subst, unbound))
     if isinstance(t, OpaqueType) and t.params:
-        return OpaqueType(t.name, tuple(_substitute(p, subst) for p in t.params))
+        return OpaqueType(t.name, tuple(_substitute(p, subst, unbound) for p in t.params))
     return t
 
 
@@ -250,6 +259,8 @@ def _finalize(t: CelType) -> CelType:
         return MapType(_finalize(t.key), _finalize(t.value))
     if isinstance(t, TypeType) and t.of is not None:
         return TypeType(_finalize(t.of))
+    if isinstance(t, OpaqueType) and t.params:
+        return OpaqueType(t.name, tuple(_finalize(p) for p in t.params))
     return t
 
 
@@ -310,6 +321,8 @@ class _Checker:
             denoted = TYPE_NAMES.get(candidate)
             if denoted is not None:
                 return candidate, TypeType(denoted), False
+            if candidate in ENUM_CONSTANTS:
+                return candidate, INT, False
         return None
 
     def _resolve_function(self, name: str) -> FunctionDecl | None:
@@ -390,26 +403,38 @@ class _Checker:
         if variable is not None:
             self._read(variable, e.field)
         field_offset = e.offset if e.test_only else e.offset + 1
+        inner = optional_param(operand)
+        if inner is not None:
+            # selection on an optional is optional selection: `o.f` is `o.?f`
+            result = self._field_type(inner, e.field, field_offset, e.test_only)
+            if isinstance(result, ErrorType):
+                return ERROR
+            return BOOL if e.test_only else optional_of(result)
+        result = self._field_type(operand, e.field, field_offset, e.test_only)
+        if isinstance(result, ErrorType):
+            return ERROR
+        return BOOL if e.test_only else result
+
+    def _field_type(self, operand: CelType, field: str, field_offset: int, test_only: bool) -> CelType:
+        """The type of `<operand>.field` (ERROR, with an issue, when the operand has no such field)."""
         if isinstance(operand, ErrorType):
             return ERROR
         if isinstance(operand, DynType) or isinstance(operand, TypeParam):
-            result: CelType = DYN
-        elif isinstance(operand, ObjectType):
-            field_type = operand.field_type(e.field)
+            return DYN
+        if isinstance(operand, ObjectType):
+            field_type = operand.field_type(field)
             if field_type is None:
-                return self._issue(f"undefined field '{e.field}' on type '{operand}'", field_offset)
-            result = field_type
-        elif isinstance(operand, MapType):
+                return self._issue(f"undefined field '{field}' on type '{operand}'", field_offset)
+            return field_type
+        if isinstance(operand, MapType):
             if not _unify(operand.key, STRING, {}):
                 return self._issue(
                     f"field selection on a map with key type '{format_type(operand.key)}' (keys must be strings)",
                     field_offset,
                 )
-            result = operand.value
-        else:
-            what = "presence test" if e.test_only else "field selection"
-            return self._issue(f"type '{format_type(operand)}' does not support {what}", field_offset)
-        return BOOL if e.test_only else result
+            return operand.value
+        what = "presence test" if test_only else "field selection"
+        return self._issue(f"type '{format_type(operand)}' does not support {what}", field_offset)
 
     # -- calls ----------------------------------------------------------------------------------------
 
@@ -419,6 +444,10 @@ class _Checker:
             return self._conditional(e)
         if e.target is None and (fn in _LOGICAL or fn == _NOT_STRICTLY_FALSE):
             return self._logical(e)
+        if e.target is None and fn == ast.OPT_SELECT and len(e.args) == 2:
+            return self._optional_select(e)
+        if e.target is None and fn == ast.OPT_INDEX and len(e.args) == 2:
+            return self._optional_index(e)
         if e.target is not None:
             prefix = ast.qualified_name(e.target)
             if prefix is not None and not self._root_is_local(prefix):
@@ -466,7 +495,8 @@ class _Checker:
             subst: dict[str, CelType] = {}
             if all(_unify(p, a, subst) for p, a in zip(overload.params, args, strict=True)):
                 matched.append(overload)
-                r = _substitute(overload.result, subst)
+                # a result parameter no argument binds (`optional.none()`) stays free, like `[]`'s element
+                r = _substitute(overload.result, subst, _FREE)
                 result = r if result is None else (result if result == r else _join(result, r))
         if not matched or result is None:
             return self._issue(
@@ -475,6 +505,55 @@ class _Checker:
             )
         self.overloads[e.id] = tuple(o.id for o in matched)
         return result
+
+    def _optional_select(self, e: ast.Call) -> CelType:
+        """`operand.?field`: optional(type of the field), on a map, an object, dyn or an optional of one."""
+        operand = self.visit(e.args[0], selected=True)
+        field = e.args[1]
+        self.types[field.id] = STRING
+        if not isinstance(field, ast.Const) or not isinstance(field.value, str):
+            return self._issue("optional selection needs a field name", e.offset)
+        variable = self._var_nodes.get(id(e.args[0]))
+        if variable is not None:
+            self._read(variable, field.value)
+        inner = optional_param(operand)
+        result = self._field_type(operand if inner is None else inner, field.value, e.offset + 2, False)
+        if isinstance(result, ErrorType):
+            return ERROR
+        self.overloads[e.id] = ("select_optional_field",)
+        return optional_of(result)
+
+    def _optional_index(self, e: ast.Call) -> CelType:
+        """`operand[?key]`: optional(element type) of a list (int key) or a map (key type), or of an optional."""
+        operand, key = (self.visit(a) for a in e.args)
+        if isinstance(operand, ErrorType) or isinstance(key, ErrorType):
+            return ERROR
+        inner = optional_param(operand)
+        container = operand if inner is None else inner
+        if isinstance(container, ListType) and _unify(INT, key, {}):
+            result: CelType = container.elem
+        elif isinstance(container, MapType) and _unify(container.key, key, {}):
+            result = container.value
+        elif isinstance(container, DynType | TypeParam):
+            result = DYN
+        else:
+            return self._issue(
+                f"found no matching overload for '_[?_]' applied to '{_signature([operand, key], False)}'",
+                e.offset,
+            )
+        self.overloads[e.id] = ("index_optional",)
+        return optional_of(result)
+
+    def _optional_element(self, t: CelType, what: str, offset: int) -> CelType:
+        """T of an optional element `?e` of type optional(T) (dyn for dyn); an issue for anything else."""
+        if isinstance(t, ErrorType):
+            return ERROR
+        if isinstance(t, DynType):
+            return DYN
+        inner = optional_param(t)
+        if inner is None:
+            return self._issue(f"{what} must be optional, found '{format_type(t)}'", offset)
+        return inner
 
     def _conditional(self, e: ast.Call) -> CelType:
         cond, if_true, if_false = (self.visit(a) for a in e.args)
@@ -505,8 +584,11 @@ class _Checker:
 
     def _create_list(self, e: ast.CreateList) -> CelType:
         elem: CelType | None = None
-        for item in e.elements:
-            elem = _join(elem, self.visit(item))
+        for i, item in enumerate(e.elements):
+            t = self.visit(item)
+            if i in e.optional_indices:
+                t = self._optional_element(t, "an optional list element (?e)", item.offset)
+            elem = _join(elem, t)
         return ListType(_FREE if elem is None else elem)
 
     def _create_map(self, e: ast.CreateMap) -> CelType:
@@ -514,7 +596,12 @@ class _Checker:
         value: CelType | None = None
         for entry in e.entries:
             key = _join(key, self.visit(entry.key))
-            value = _join(value, self.visit(entry.value))
+            t = self.visit(entry.value)
+            if entry.optional:
+                t = self._optional_element(
+                    t, "the value of an optional map entry (?k: v)", entry.value.offset
+                )
+            value = _join(value, t)
             self.types[entry.id] = value
         return MapType(_FREE if key is None else key, _FREE if value is None else value)
 
@@ -532,22 +619,23 @@ class _Checker:
 
     def _comprehension(self, e: ast.Comprehension) -> CelType:
         range_type = self.visit(e.iter_range)
+        # the iteration variables: the element (or key); with two, the index (or key) and the value
         if isinstance(range_type, ListType):
-            iter_type = range_type.elem
+            iter_type, iter_type2 = (INT, range_type.elem) if e.iter_var2 else (range_type.elem, DYN)
         elif isinstance(range_type, MapType):
-            iter_type = range_type.key
+            iter_type, iter_type2 = range_type.key, range_type.value
         elif isinstance(range_type, DynType | ErrorType | TypeParam):
-            iter_type = DYN
+            iter_type, iter_type2 = DYN, DYN
         else:
             self._issue(
                 f"expression of type '{format_type(range_type)}' cannot be the range of a comprehension "
                 "(must be list, map, or dynamic)",
                 e.iter_range.offset,
             )
-            iter_type = ERROR
+            iter_type = iter_type2 = ERROR
         accu_type = self.visit(e.accu_init)
         self._scopes.append({e.accu_var: accu_type})
-        self._scopes.append({e.iter_var: iter_type})
+        self._scopes.append({e.iter_var: iter_type, **({e.iter_var2: iter_type2} if e.iter_var2 else {})})
         cond = self.visit(e.loop_condition)
         if not _unify(BOOL, cond, {}):
             self._issue(f"comprehension loop condition must be bool, found '{format_type(cond)}'", e.offset)

@@ -36,9 +36,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyd.cel import comprehension as comp
+from policyd.cel import optional as opt
 from policyd.cel import runtime as rt
 from policyd.cel import syntax as ast
-from policyd.cel.checker import container_candidates
+from policyd.cel.checker import ENUM_CONSTANTS, container_candidates
 from policyd.cel.env import CelEnv, CheckResult, FunctionDecl, Overload
 from policyd.cel.stdlib import DYNAMIC_IMPLS, TYPE_VALUES, standard_functions
 from policyd.cel.types import (
@@ -56,7 +58,7 @@ from policyd.cel.types import (
     ObjectType,
     zero_value,
 )
-from policyd.cel.values import UInt
+from policyd.cel.values import OPTIONAL_TYPE_NAME, UInt
 from policyd.errors import CelError, CelEvalError
 
 _SIMPLE_ZERO = (int, float, str, bytes, bool, type(None))
@@ -190,6 +192,10 @@ class _Generator:
                 return self._variable(cand)
             if cand in TYPE_VALUES:
                 return self._const_text(TYPE_VALUES[cand])
+            if cand == OPTIONAL_TYPE_NAME:
+                return self._const_text(opt.OPTIONAL_TYPE_VALUE)
+            if cand in ENUM_CONSTANTS:
+                return repr(ENUM_CONSTANTS[cand])
         return None
 
     def _ident(self, e: ast.Ident, scope: _Scope) -> str:
@@ -228,7 +234,16 @@ class _Generator:
             return self._call(e, scope, prelude, indent)
         if isinstance(e, ast.CreateList):
             items = [self.gen(x, scope, prelude, indent) for x in e.elements]
+            if e.optional_indices:
+                return f"{self._helper(opt.build_list)}([{', '.join(items)}], {e.optional_indices!r})"
             return "[" + ", ".join(items) + "]"
+        if isinstance(e, ast.CreateMap) and any(en.optional for en in e.entries):
+            triples = [
+                f"({self.gen(en.key, scope, prelude, indent)}, {self.gen(en.value, scope, prelude, indent)}, "
+                f"{en.optional!r})"
+                for en in e.entries
+            ]
+            return f"{self._helper(opt.build_map)}([{', '.join(triples)}])"
         if isinstance(e, ast.CreateMap):
             keys = [en.key for en in e.entries]
             simple = all(isinstance(k, ast.Const) and isinstance(k.value, str) for k in keys)
@@ -244,7 +259,10 @@ class _Generator:
             ]
             return f"{self._helper(rt.make_map)}([{', '.join(pairs)}])"
         if isinstance(e, ast.CreateMessage):
-            name = e.type_name.lstrip(".")
+            name = next(
+                (c for c in container_candidates(e.type_name, self.env.container) if c in rt.MESSAGE_TYPES),
+                e.type_name.lstrip("."),
+            )
             if name not in rt.MESSAGE_TYPES:
                 raise self._error(f"unknown message type '{e.type_name}'", e)
             fields = ", ".join(f"{f.field!r}: {self.gen(f.value, scope, prelude, indent)}" for f in e.fields)
@@ -308,6 +326,10 @@ class _Generator:
             return f"({a} if {c} else {b})"
         if fn == "@not_strictly_false":
             return self._not_strictly_false(e.args[0], scope, prelude, indent)
+        if e.target is None and fn in (ast.OPT_SELECT, ast.OPT_INDEX) and len(e.args) == 2:
+            helper = rt.optional_select if fn == ast.OPT_SELECT else rt.optional_index
+            a, b = (self.gen(x, scope, prelude, indent) for x in e.args)
+            return f"{self._helper(helper)}({a}, {b})"
         if e.target is not None and self.check is not None and e.id in self.check.references:
             # receiver-style call of a namespaced function: `a.b.f(x)` -> `a.b.f(x)`
             fn = self.check.references[e.id]
@@ -401,7 +423,8 @@ class _Generator:
         if isinstance(e, ast.Const):
             return True
         if isinstance(e, ast.Ident):
-            return self.check is not None
+            # a `cel.block` slot is a thunk whose first use evaluates (and may fail)
+            return self.check is not None and not e.name.startswith("@index")
         if isinstance(e, ast.Select):
             ot = self._type(e.operand)
             return isinstance(ot, ObjectType) and self._safe_expr(e.operand)
@@ -476,6 +499,8 @@ class _Generator:
     # -- comprehensions ----------------------------------------------------------------------
 
     def _comprehension(self, e: ast.Comprehension, scope: _Scope, prelude: list[str], indent: str) -> str:
+        if e.macro in ("cel.bind", "cel.block"):
+            return self._bind(e, scope, prelude, indent)
         rng = self.gen(e.iter_range, scope, prelude, indent)
         name = self._fresh("c")
         var = self._fresh("x")
@@ -485,7 +510,15 @@ class _Generator:
         body: list[str] = []
         ind = indent + "    "
         loop = ind + "    "
-        it = f"{self._helper(rt.iterate)}({rng})"
+        if e.iter_var2:
+            # two variables: (index, element) of a list or (key, value) of a map
+            var2 = self._fresh("y")
+            inner.locals[e.iter_var2] = var2
+            it = f"{self._helper(comp.pairs)}({rng})"
+            target = f"{var}, {var2}"
+        else:
+            it = f"{self._helper(rt.iterate)}({rng})"
+            target = var
         errs = f"{self.prefix}ERRS"
         predicate = self._macro_predicate(e)
         lines = [f"{indent}def {name}():"]
@@ -494,7 +527,7 @@ class _Generator:
             short = "False" if e.macro == "all" else "True"
             lines += [
                 f"{ind}err = None",
-                f"{ind}for {var} in {it}:",
+                f"{ind}for {target} in {it}:",
                 *body,
                 f"{loop}try:",
                 f"{loop}    p = {p}",
@@ -513,7 +546,7 @@ class _Generator:
             p = self.gen(predicate, inner, body, loop)
             lines += [
                 f"{ind}n = 0",
-                f"{ind}for {var} in {it}:",
+                f"{ind}for {target} in {it}:",
                 *body,
                 f"{loop}p = {p}",
                 f"{loop}if p is True:",
@@ -522,9 +555,9 @@ class _Generator:
                 f"{loop}    raise {self._helper(rt.no_overload)}('exists_one', p)",
                 f"{ind}return n == 1",
             ]
-        elif e.macro in ("map", "filter") and predicate is not None:
+        elif e.macro in ("map", "filter", "transformList") and predicate is not None:
             value = self._macro_value(e)
-            lines += [f"{ind}out = []", f"{ind}for {var} in {it}:"]
+            lines += [f"{ind}out = []", f"{ind}for {target} in {it}:"]
             vbody: list[str] = []
             if isinstance(predicate, ast.Const) and predicate.value is True:
                 v = self.gen(value, inner, vbody, loop) if value is not None else var
@@ -554,7 +587,7 @@ class _Generator:
             lines += [
                 *init_body,
                 f"{ind}{acc} = {init}",
-                f"{ind}for {var} in {it}:",
+                f"{ind}for {target} in {it}:",
                 *cond_body,
                 f"{loop}if {cond_text} is not True:",
                 f"{loop}    break",
@@ -564,6 +597,37 @@ class _Generator:
                 f"{ind}return {res}",
             ]
         prelude.extend(lines)
+        return f"{name}()"
+
+    def _bind(self, e: ast.Comprehension, scope: _Scope, prelude: list[str], indent: str) -> str:
+        """`cel.bind(x, init, body)`: `x = init`, then `body`, in a nested function. A `cel.block` slot
+        is evaluated lazily and once (cel-go): `x` is a memoising thunk, so an unused slot's error
+        never surfaces."""
+        name = self._fresh("b")
+        acc = self._fresh("a")
+        ind = indent + "    "
+        inner = _Scope(dict(scope.locals))
+        lines = [f"{indent}def {name}():"]
+        init_body: list[str] = []
+        if e.macro == "cel.block":
+            cell = self._fresh("m")
+            init = self.gen(e.accu_init, scope, init_body, ind + "    ")
+            lines += [
+                f"{ind}{cell} = []",
+                f"{ind}def {acc}():",
+                *init_body,
+                f"{ind}    if not {cell}:",
+                f"{ind}        {cell}.append({init})",
+                f"{ind}    return {cell}[0]",
+            ]
+            inner.locals[e.accu_var] = f"{acc}()"
+        else:
+            init = self.gen(e.accu_init, scope, init_body, ind)
+            lines += [*init_body, f"{ind}{acc} = {init}"]
+            inner.locals[e.accu_var] = acc
+        res_body: list[str] = []
+        res = self.gen(e.result, inner, res_body, ind)
+        prelude.extend([*lines, *res_body, f"{ind}return {res}"])
         return f"{name}()"
 
     def _macro_predicate(self, e: ast.Comprehension) -> Any:
@@ -582,7 +646,7 @@ class _Generator:
             if isinstance(step, ast.Call) and step.function == "_?_:_":
                 return step.args[0]
             return None
-        if e.macro == "map":
+        if e.macro in ("map", "transformList"):
             if isinstance(step, ast.Call) and step.function == "_?_:_":
                 return step.args[0]
             if isinstance(step, ast.Call) and step.function == "_+_" and _is_ident(step.args[0], acc):

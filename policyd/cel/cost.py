@@ -313,7 +313,15 @@ class _Estimator:
         elem_path = None if rng.path is None else f"{rng.path}.{suffix}"
         accu_size = count if isinstance(e.accu_init, ast.CreateList | ast.CreateMap) else init.size
         self._scopes.append({e.accu_var: _Local(None, accu_size)})
-        self._scopes.append({e.iter_var: _Local(elem_path, None)})
+        loop_vars = {e.iter_var: _Local(elem_path, None)}
+        if e.iter_var2:
+            # two variables: index or key first, then the element or value
+            second = "@values" if isinstance(range_type, MapType) else "@items"
+            loop_vars = {
+                e.iter_var: _Local(None if isinstance(range_type, ListType) else elem_path, None),
+                e.iter_var2: _Local(None if rng.path is None else f"{rng.path}.{second}", None),
+            }
+        self._scopes.append(loop_vars)
         cond = self.visit(e.loop_condition)
         step = self.visit(e.loop_step)
         self._scopes.pop()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import lark
 from lark import Lark, Token, Tree
 
 from policyd.cel import syntax as ast
+from policyd.cel.walk import nodes
 from policyd.errors import CelError
 
 GRAMMAR_DIR = str(Path(__file__).parent)
@@ -68,7 +70,24 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
-MACRO_NAMES = frozenset({"has", "all", "exists", "exists_one", "map", "filter"})
+MACRO_NAMES = frozenset(
+    {
+        "has",
+        "all",
+        "exists",
+        "exists_one",
+        "existsOne",
+        "map",
+        "filter",
+        "transformList",
+        "transformMap",
+        "transformMapEntry",
+        "optMap",
+        "optFlatMap",
+    }
+)
+# `cel.<name>(...)` calls the parser expands (the bindings and block extensions)
+CEL_MACROS = frozenset({"bind", "block", "index", "iterVar", "accuVar"})
 
 
 @functools.cache
@@ -256,17 +275,35 @@ class CelTreeBuilder:
             return ast.Ident("." + name, offset=self._pos(toks[0]), id=self.next_id())
         return ast.Ident(name, offset=self._pos(name_tok), id=self.next_id())
 
+    def _field_name(self, item: Tree[Any] | Token) -> str:
+        """The text of a `field_name` (an identifier, or backquoted text without the quotes)."""
+        tok = item.children[0] if isinstance(item, Tree) else item
+        text = str(tok)
+        return text[1:-1] if text.startswith("`") else text
+
     def _r_select(self, t: Tree[Any]) -> ast.Expr:
         operand, dot, name = t.children
         op = self._expr(operand)
         # as cel-go: reserved words are rejected as identifiers, not as field names (`request.namespace`)
-        return ast.Select(op, str(name), offset=self._pos(dot), id=self.next_id())
+        return ast.Select(op, self._field_name(name), offset=self._pos(dot), id=self.next_id())
+
+    def _r_opt_select(self, t: Tree[Any]) -> ast.Expr:
+        operand, dot, _question, name = t.children
+        op = self._expr(operand)
+        field = ast.Const(self._field_name(name), offset=self._pos(name), id=self.next_id())
+        return ast.Call(ast.OPT_SELECT, (op, field), offset=self._pos(dot), id=self.next_id())
 
     def _r_index(self, t: Tree[Any]) -> ast.Expr:
         operand, bracket, index = t.children
         op = self._expr(operand)
         idx = self._expr(index)
         return ast.Call("_[_]", (op, idx), offset=self._pos(bracket), id=self.next_id())
+
+    def _r_opt_index(self, t: Tree[Any]) -> ast.Expr:
+        operand, bracket, _question, index = t.children
+        op = self._expr(operand)
+        idx = self._expr(index)
+        return ast.Call(ast.OPT_INDEX, (op, idx), offset=self._pos(bracket), id=self.next_id())
 
     def _flatten(self, t: Tree[Any] | None) -> list[Tree[Any] | Token]:
         """The items of a (possibly left-recursive) comma-separated list rule, commas dropped."""
@@ -305,6 +342,8 @@ class CelTreeBuilder:
         name = str(name_tok)
         args = self._args(exprlist)
         offset = self._pos(paren)
+        if self.macros and isinstance(target, ast.Ident) and target.name == "cel" and name in CEL_MACROS:
+            return self._expand_cel(name, args, offset)
         if self.macros:
             expanded = self._expand_macro(name, target, args, offset)
             if expanded is not None:
@@ -313,9 +352,17 @@ class CelTreeBuilder:
 
     def _r_list_lit(self, t: Tree[Any]) -> ast.Expr:
         bracket = t.children[0]
-        exprlist = t.children[1] if len(t.children) > 1 else None
-        elems = self._args(exprlist if isinstance(exprlist, Tree) else None)
-        return ast.CreateList(tuple(elems), offset=self._pos(bracket), id=self.next_id())
+        listinit = t.children[1] if len(t.children) > 1 else None
+        elems: list[ast.Expr] = []
+        optional: list[int] = []
+        for item in self._flatten(listinit if isinstance(listinit, Tree) else None):
+            question, value = item.children if isinstance(item, Tree) else (None, item)
+            if question is not None:
+                optional.append(len(elems))
+            elems.append(self._expr(value))
+        return ast.CreateList(
+            tuple(elems), optional_indices=tuple(optional), offset=self._pos(bracket), id=self.next_id()
+        )
 
     def _r_map_lit(self, t: Tree[Any]) -> ast.Expr:
         brace = t.children[0]
@@ -325,10 +372,14 @@ class CelTreeBuilder:
             for init in self._flatten(inits):
                 if not isinstance(init, Tree):
                     continue
-                k, v = init.children
+                question, k, v = init.children
                 key = self._expr(k)
                 value = self._expr(v)
-                entries.append(ast.MapEntry(key, value, offset=self._pos(init), id=self.next_id()))
+                entries.append(
+                    ast.MapEntry(
+                        key, value, optional=question is not None, offset=self._pos(init), id=self.next_id()
+                    )
+                )
         return ast.CreateMap(tuple(entries), offset=self._pos(brace), id=self.next_id())
 
     def _field_inits(self, inits: Tree[Any] | None) -> tuple[ast.FieldInit, ...]:
@@ -338,7 +389,9 @@ class CelTreeBuilder:
         for init in self._flatten(inits):
             if not isinstance(init, Tree):
                 continue
-            name_tok, value = init.children
+            question, name_tok, value = init.children
+            if question is not None:
+                raise self._error("optional field initialisers need a message type with fields", question)
             val = self._expr(value)
             fields.append(
                 ast.FieldInit(self._ident_name(name_tok), val, offset=self._pos(name_tok), id=self.next_id())
@@ -371,9 +424,12 @@ class CelTreeBuilder:
             name = self._ident_name(toks[-1])
             return "." + name if len(toks) == 2 else name
         if kind == "select":
-            operand, _dot, name_tok = item.children
+            operand, _dot, field_name = item.children
             prefix = self._qualified_name(operand)
-            return None if prefix is None else f"{prefix}.{self._ident_name(name_tok)}"
+            tok: Any = field_name.children[0] if isinstance(field_name, Tree) else field_name
+            if prefix is None or _base(tok.type) != "IDENT":
+                return None
+            return f"{prefix}.{self._ident_name(tok)}"
         return None
 
     # -- literals ------------------------------------------------------------------------------
@@ -447,71 +503,178 @@ class CelTreeBuilder:
             return ast.Select(arg.operand, arg.field, test_only=True, offset=offset, id=self.next_id())
         if target is None:
             return None
-        if name in ("all", "exists", "exists_one", "filter") and len(args) != 2:
-            return None
-        if name == "map" and len(args) not in (2, 3):
-            return None
-        var = args[0]
+        if name in ("optMap", "optFlatMap"):
+            if len(args) != 2:
+                return None
+            return self._optional_map(name, target, self._macro_var(name, args[0], offset), args[1], offset)
+        arity = _MACRO_ARITY[name]
+        if len(args) in arity.one_var:
+            var = self._macro_var(name, args[0], offset)
+            return self._fold(name, target, var, "", args[1:], offset)
+        if len(args) in arity.two_var:
+            first = self._macro_var(name, args[0], offset)
+            second = self._macro_var(name, args[1], offset)
+            if first == second:
+                raise self._error(f"duplicate variable name '{first}' in {name}() macro", args[1].offset)
+            return self._fold(name, target, first, second, args[2:], offset)
+        return None
+
+    def _macro_var(self, name: str, var: ast.Expr, offset: int) -> str:
+        """The variable a macro binds (a simple identifier), else a CelError at the argument."""
         if not isinstance(var, ast.Ident) or var.name.startswith("."):
             raise self._error(
                 f"argument is not an identifier in {name}() macro", getattr(var, "offset", offset)
             )
-        v = var.name
+        if var.name == ast.ACCUMULATOR:
+            raise self._error(f"iteration variable overwrites the accumulator in {name}() macro", var.offset)
+        return var.name
+
+    def _fold(
+        self, name: str, target: ast.Expr, var: str, var2: str, rest: list[ast.Expr], offset: int
+    ) -> ast.Comprehension:
+        """The comprehension of a one- (`var2` empty) or two-variable macro; `rest` are its expressions."""
         acc = ast.ACCUMULATOR
 
-        def mk_id() -> int:
-            return self.next_id()
-
         def accu() -> ast.Ident:
-            return ast.Ident(acc, offset=offset, id=mk_id())
+            return ast.Ident(acc, offset=offset, id=self.next_id())
 
         def call(fn: str, *a: ast.Expr) -> ast.Call:
-            return ast.Call(fn, tuple(a), offset=offset, id=mk_id())
+            return ast.Call(fn, tuple(a), offset=offset, id=self.next_id())
 
         def const(value: ast.ConstValue) -> ast.Const:
-            return ast.Const(value, offset=offset, id=mk_id())
+            return ast.Const(value, offset=offset, id=self.next_id())
 
-        if name == "all":
+        def appended(value: ast.Expr) -> ast.Call:
+            return call("_+_", accu(), ast.CreateList((value,), offset=offset, id=self.next_id()))
+
+        def filtered(step: ast.Expr) -> ast.Expr:
+            """`step` guarded by the optional filter (the first of two expressions)."""
+            return call("_?_:_", rest[0], step, accu()) if len(rest) == 2 else step
+
+        macro = "exists_one" if name == "existsOne" else name
+        result: ast.Expr = accu()
+        if macro == "all":
             init: ast.Expr = const(True)
             cond: ast.Expr = call("@not_strictly_false", accu())
-            step: ast.Expr = call("_&&_", accu(), args[1])
-            result: ast.Expr = accu()
-        elif name == "exists":
+            step: ast.Expr = call("_&&_", accu(), rest[0])
+        elif macro == "exists":
             init = const(False)
             cond = call("@not_strictly_false", call("!_", accu()))
-            step = call("_||_", accu(), args[1])
-            result = accu()
-        elif name == "exists_one":
+            step = call("_||_", accu(), rest[0])
+        elif macro == "exists_one":
             init = const(0)
             cond = const(True)
-            step = call("_?_:_", args[1], call("_+_", accu(), const(1)), accu())
+            step = call("_?_:_", rest[0], call("_+_", accu(), const(1)), accu())
             result = call("_==_", accu(), const(1))
-        elif name == "map":
-            init = ast.CreateList((), offset=offset, id=mk_id())
+        elif macro in ("map", "transformList"):
+            init = ast.CreateList((), offset=offset, id=self.next_id())
             cond = const(True)
-            fn = args[-1]
-            appended = call("_+_", accu(), ast.CreateList((fn,), offset=offset, id=mk_id()))
-            step = call("_?_:_", args[1], appended, accu()) if len(args) == 3 else appended
-            result = accu()
-        else:  # filter
-            init = ast.CreateList((), offset=offset, id=mk_id())
+            step = filtered(appended(rest[-1]))
+        elif macro == "filter":
+            init = ast.CreateList((), offset=offset, id=self.next_id())
             cond = const(True)
-            elem = ast.Ident(v, offset=offset, id=mk_id())
-            appended = call("_+_", accu(), ast.CreateList((elem,), offset=offset, id=mk_id()))
-            step = call("_?_:_", args[1], appended, accu())
-            result = accu()
+            step = call("_?_:_", rest[0], appended(ast.Ident(var, offset=offset, id=self.next_id())), accu())
+        elif macro == "transformMap":
+            init = ast.CreateMap((), offset=offset, id=self.next_id())
+            cond = const(True)
+            step = filtered(
+                call(ast.MAP_INSERT, accu(), ast.Ident(var, offset=offset, id=self.next_id()), rest[-1])
+            )
+        else:  # transformMapEntry
+            init = ast.CreateMap((), offset=offset, id=self.next_id())
+            cond = const(True)
+            step = filtered(call(ast.MAP_INSERT, accu(), rest[-1]))
         return ast.Comprehension(
-            iter_var=v,
+            iter_var=var,
+            iter_var2=var2,
             iter_range=target,
             accu_var=acc,
             accu_init=init,
             loop_condition=cond,
             loop_step=step,
             result=result,
-            macro=name,
+            macro=macro,
             offset=offset,
-            id=mk_id(),
+            id=self.next_id(),
         )
+
+    def _bind(
+        self, var: str, init: ast.Expr, body: ast.Expr, offset: int, macro: str = "cel.bind"
+    ) -> ast.Comprehension:
+        """`cel.bind(var, init, body)`: a comprehension over an empty range whose accumulator is `var`
+        (macro `cel.block` for a block's slot, which the code generator evaluates lazily)."""
+        return ast.Comprehension(
+            iter_var=ast.UNUSED,
+            iter_range=ast.CreateList((), offset=offset, id=self.next_id()),
+            accu_var=var,
+            accu_init=init,
+            loop_condition=ast.Const(False, offset=offset, id=self.next_id()),
+            loop_step=ast.Ident(var, offset=offset, id=self.next_id()),
+            result=body,
+            macro=macro,
+            offset=offset,
+            id=self.next_id(),
+        )
+
+    def _optional_map(self, name: str, target: ast.Expr, var: str, body: ast.Expr, offset: int) -> ast.Expr:
+        """`o.optMap(v, e)` / `o.optFlatMap(v, e)`: `o.hasValue() ? <e with v = o.value()> : optional.none()`."""
+        has_value = ast.Call("hasValue", (), target=target, offset=offset, id=self.next_id())
+        value = ast.Call("value", (), target=target, offset=offset, id=self.next_id())
+        mapped: ast.Expr = self._bind(var, value, body, offset)
+        if name == "optMap":
+            mapped = ast.Call("optional.of", (mapped,), offset=offset, id=self.next_id())
+        none = ast.Call("optional.none", (), offset=offset, id=self.next_id())
+        return ast.Call("_?_:_", (has_value, mapped, none), offset=offset, id=self.next_id())
+
+    def _expand_cel(self, name: str, args: list[ast.Expr], offset: int) -> ast.Expr:
+        """`cel.bind`, `cel.block`, `cel.index`, `cel.iterVar`, `cel.accuVar` (bindings and block extensions)."""
+        if name == "bind":
+            if len(args) != 3:
+                raise self._error("cel.bind() takes a variable, an initial value and an expression", offset)
+            var = self._macro_var("cel.bind", args[0], offset)
+            return self._bind(var, args[1], args[2], offset)
+        if name == "block":
+            if len(args) != 2 or not isinstance(args[0], ast.CreateList) or args[0].optional_indices:
+                raise self._error("cel.block() takes a list of expressions and an expression", offset)
+            slots = args[0].elements
+            for i, expr in enumerate((*slots, args[1])):
+                for node in nodes(expr):
+                    if isinstance(node, ast.Ident) and node.name.startswith("@index"):
+                        if int(node.name[len("@index") :]) >= i:
+                            what = "its own or a later slot" if i < len(slots) else "a slot the block lacks"
+                            raise self._error(f"cel.index({node.name[6:]}) refers to {what}", node.offset)
+            body = args[1]
+            for i in reversed(range(len(slots))):
+                body = self._bind(f"@index{i}", args[0].elements[i], body, offset, macro="cel.block")
+            return body
+        numbers = [a.value for a in args if isinstance(a, ast.Const) and type(a.value) is int]
+        if name == "index" and len(args) == 1 and len(numbers) == 1 and numbers[0] >= 0:
+            return ast.Ident(f"@index{numbers[0]}", offset=offset, id=self.next_id())
+        if name in ("iterVar", "accuVar") and len(args) == 2 and len(numbers) == 2 and min(numbers) >= 0:
+            prefix = "@it" if name == "iterVar" else "@ac"
+            return ast.Ident(f"{prefix}:{numbers[0]}:{numbers[1]}", offset=offset, id=self.next_id())
+        raise self._error(f"cel.{name}() takes non-negative int literals", offset)
+
+
+@dataclass(frozen=True)
+class _Arity:
+    """The argument counts of a receiver macro with one and with two iteration variables."""
+
+    one_var: tuple[int, ...]
+    two_var: tuple[int, ...]
+
+
+_MACRO_ARITY = {
+    "all": _Arity((2,), (3,)),
+    "exists": _Arity((2,), (3,)),
+    "exists_one": _Arity((2,), (3,)),
+    "existsOne": _Arity((2,), (3,)),
+    "map": _Arity((2, 3), ()),
+    "filter": _Arity((2,), ()),
+    "transformList": _Arity((), (3, 4)),
+    "transformMap": _Arity((), (3, 4)),
+    "transformMapEntry": _Arity((), (3, 4)),
+}
 
 
 _SIMPLE_ESCAPES = {

@@ -10,9 +10,11 @@ from policyd.cel import runtime as rt
 from policyd.cel import syntax as ast
 from policyd.cel.checker import check as check_expression
 from policyd.cel.codegen import container_candidates, generate_function
+from policyd.cel.comprehension import comprehension_functions
 from policyd.cel.cost import estimate
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl
 from policyd.cel.k8s import k8s_functions
+from policyd.cel.optional import optional_functions
 from policyd.cel.parser import parse_cel
 from policyd.cel.stdlib import standard_functions
 from policyd.cel.types import DYN, CelType
@@ -23,9 +25,13 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def library_functions() -> dict[str, FunctionDecl]:
-    """The standard library plus the Kubernetes CEL library declarations."""
+    """The standard library, the language's optional and comprehension functions, and the Kubernetes
+    CEL library declarations (a function declared by several keeps the overloads of all)."""
     functions = dict(standard_functions())
-    functions.update(k8s_functions())
+    for library in (optional_functions(), comprehension_functions(), k8s_functions()):
+        for name, decl in library.items():
+            known = functions.get(name)
+            functions[name] = decl if known is None else FunctionDecl(name, known.overloads + decl.overloads)
     return functions
 
 

@@ -27,8 +27,11 @@ from policyd.cel.types import (
 from policyd.cel.values import (
     INT64_MAX,
     INT64_MIN,
+    OPTIONAL_NONE,
+    OPTIONAL_TYPE_NAME,
     UINT64_MAX,
     Duration,
+    OptionalValue,
     Quantity,
     Timestamp,
     TypeValue,
@@ -205,6 +208,8 @@ def type_name(v: Any) -> str:
         return "type"
     if t is Quantity:
         return "kubernetes.Quantity"
+    if t is OptionalValue:
+        return OPTIONAL_TYPE_NAME
     if isinstance(v, int):
         return "int"
     name = getattr(v, "cel_type_name", None)
@@ -429,6 +434,8 @@ def eq(a: Any, b: Any) -> bool:
         return ta is tb and a == b
     if a is None or b is None:
         return a is None and b is None
+    if ta is OptionalValue or tb is OptionalValue:
+        return ta is tb and a.present == b.present and (not a.present or eq(a.value, b.value))
     if isinstance(a, list | tuple):
         if not isinstance(b, list | tuple) or len(a) != len(b):
             return False
@@ -523,7 +530,10 @@ def map_lookup(m: Mapping[Any, Any], key: Any) -> tuple[bool, Any]:
 
 
 def index(container: Any, key: Any) -> Any:
-    """`container[key]` for lists (int index) and maps (no such key is an error)."""
+    """`container[key]` for lists (int index) and maps (no such key is an error); on an optional
+    list or map, `optional[key]` is `optional[?key]`."""
+    if type(container) is OptionalValue:
+        return optional_index(container, key)
     if isinstance(container, list | tuple):
         tk = type(key)
         if tk is int or tk is UInt:
@@ -567,7 +577,9 @@ def in_(value: Any, container: Any) -> bool:
 
 
 def select(obj: Any, field: str) -> Any:
-    """`obj.field` on a map (missing key is an error)."""
+    """`obj.field` on a map (missing key is an error); on an optional it is `obj.?field`."""
+    if type(obj) is OptionalValue:
+        return optional_select(obj, field)
     if isinstance(obj, Mapping):
         try:
             return obj[field]
@@ -580,13 +592,47 @@ def select(obj: Any, field: str) -> Any:
 
 
 def has(obj: Any, field: str) -> bool:
-    """`has(obj.field)`: presence of a map key."""
+    """`has(obj.field)`: presence of a map key (an absent optional has no fields)."""
+    if type(obj) is OptionalValue:
+        return obj.present and has(obj.value, field)
     if isinstance(obj, Mapping):
         return field in obj
     attr = getattr(obj, "cel_has", None)
     if attr is not None:
         return bool(attr(field))
     raise CelEvalError(f"invalid type for has(): {type_name(obj)}")
+
+
+# -- optional values (cel-go's optional library; the functions are declared in policyd.cel.optional) ---
+
+
+def optional_select(obj: Any, field: str) -> OptionalValue:
+    """`obj.?field`: the field of a map (or of an optional's map) as an optional, none when absent."""
+    if type(obj) is OptionalValue:
+        if not obj.present:
+            return OPTIONAL_NONE
+        obj = obj.value
+    if isinstance(obj, Mapping):
+        return OptionalValue(obj[field], True) if field in obj else OPTIONAL_NONE
+    raise no_overload("_?._", obj, field)
+
+
+def optional_index(container: Any, key: Any) -> OptionalValue:
+    """`container[?key]`: a list element or map value as an optional, none when out of range or absent."""
+    if type(container) is OptionalValue:
+        if not container.present:
+            return OPTIONAL_NONE
+        container = container.value
+    if isinstance(container, list | tuple):
+        tk = type(key)
+        if tk is int or tk is UInt or (tk is float and key.is_integer()):
+            i = int(key)
+            return OptionalValue(container[i], True) if 0 <= i < len(container) else OPTIONAL_NONE
+        raise no_overload("_[?_]", container, key)
+    if isinstance(container, Mapping):
+        found, value = map_lookup(container, key)
+        return OptionalValue(value, True) if found else OPTIONAL_NONE
+    raise no_overload("_[?_]", container, key)
 
 
 def make_map(entries: list[tuple[Any, Any]]) -> dict[Any, Any]:

@@ -8,13 +8,23 @@ Macros (`has`, `all`, `exists`, `exists_one`, `map`, `filter`) are expanded by t
 `Comprehension` nodes (and `Select(test_only=True)` for `has`), as cel-go does; `macro` records the
 original macro name so the checker and cost estimator can report it.
 
+The two-variable macros (`all`, `exists`, `existsOne` with three arguments, `transformList`,
+`transformMap`, `transformMapEntry`) expand to comprehensions with a second iteration variable
+(`iter_var2`: the value, while `iter_var` is the list index or the map key). `cel.bind(x, init, e)`,
+`cel.block([...], e)` and the optional macros `optMap`/`optFlatMap` expand to comprehensions over an
+empty range whose accumulator is the bound variable (macro `cel.bind`; `cel.block` for a block's
+slots `@index<N>`, evaluated lazily), as cel-go does.
+
 Operators are `Call`s with cel-spec's internal function names: `_+_`, `_-_`, `_*_`, `_/_`, `_%_`,
 `-_` (negate), `!_`, `_==_`, `_!=_`, `_<_`, `_<=_`, `_>_`, `_>=_`, `_&&_`, `_||_`, `_?_:_`, `_[_]`,
-`@in`, `@not_strictly_false` (used by comprehension loop conditions of `all`/`exists`).
+`@in`, `@not_strictly_false` (used by comprehension loop conditions of `all`/`exists`), `_?._`
+(optional field selection `a.?b`, the field name a string constant), `_[?_]` (optional index `a[?k]`)
+and `cel.@mapInsert` (the accumulation step of `transformMap`/`transformMapEntry`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -76,17 +86,19 @@ class Call(Node):
 
 @dataclass(frozen=True, eq=False)
 class CreateList(Node):
-    """`[e1, e2, ...]`."""
+    """`[e1, e2, ...]`; the elements at `optional_indices` were written `?e` (added only when present)."""
 
     elements: tuple[Expr, ...]
+    optional_indices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
 class MapEntry(Node):
-    """One `key: value` entry of a map literal."""
+    """One `key: value` entry of a map literal; `optional` for `?key: value` (added only when present)."""
 
     key: Expr
     value: Expr
+    optional: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +126,8 @@ class CreateMessage(Node):
 
 @dataclass(frozen=True, eq=False)
 class Comprehension(Node):
-    """The fold every macro expands to (cel-spec Expr.Comprehension)."""
+    """The fold every macro expands to (cel-spec Expr.Comprehension); `iter_var2` is set by the
+    two-variable macros (then `iter_var` is the list index or map key and `iter_var2` the value)."""
 
     iter_var: str
     iter_range: Expr
@@ -124,18 +137,27 @@ class Comprehension(Node):
     loop_step: Expr
     result: Expr
     macro: str = ""
+    iter_var2: str = ""
 
 
 Expr = Const | Ident | Select | Call | CreateList | CreateMap | CreateMessage | Comprehension
 
 ACCUMULATOR = "@result"
+# the iteration variable of a comprehension that binds a name (`cel.bind`, `optMap`): never referenced
+UNUSED = "#unused"
+# the internal function of the two-variable `transformMap`/`transformMapEntry` steps
+MAP_INSERT = "cel.@mapInsert"
+OPT_SELECT = "_?._"
+OPT_INDEX = "_[?_]"
+
+_PLAIN_IDENT = re.compile(r"[_a-zA-Z][_a-zA-Z0-9]*\Z")
 
 
 def qualified_name(e: Expr) -> str | None:
     """`a.b.c` for a chain of plain field selections on an identifier, else None."""
     if isinstance(e, Ident):
         return e.name
-    if isinstance(e, Select) and not e.test_only:
+    if isinstance(e, Select) and not e.test_only and _PLAIN_IDENT.match(e.field):
         prefix = qualified_name(e.operand)
         return None if prefix is None else f"{prefix}.{e.field}"
     return None

@@ -1,4 +1,5 @@
-"""CEL runtime values that have no plain Python equivalent: uint, timestamp, duration, type, quantity."""
+"""CEL runtime values that have no plain Python equivalent: uint, timestamp, duration, type, quantity,
+optional."""
 
 from __future__ import annotations
 
@@ -119,6 +120,25 @@ class TypeValue:
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class OptionalValue:
+    """A CEL optional (`optional_type(T)`): a value that is present, or `optional.none()`.
+
+    Equality is CEL equality of the contents; `policyd.cel.runtime.eq` implements it (it knows
+    heterogeneous numbers), so this class does not define `__eq__` beyond identity.
+    """
+
+    value: object
+    present: bool
+
+    def __repr__(self) -> str:
+        return f"optional.of({self.value!r})" if self.present else "optional.none()"
+
+
+OPTIONAL_NONE = OptionalValue(None, False)
+OPTIONAL_TYPE_NAME = "optional_type"
 
 
 @total_ordering

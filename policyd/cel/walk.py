@@ -4,8 +4,8 @@ Every analysis of an expression (free identifiers, field reads, node and pod use
 walks the tree through `walk`; the type checker, the cost estimator and the code generators are
 visitors with one method per node type and keep their own dispatch.
 
-Scopes follow cel-spec: a comprehension binds its iteration variable in `loop_condition` and
-`loop_step` only, and its accumulator in `loop_condition`, `loop_step` and `result`; neither is
+Scopes follow cel-spec: a comprehension binds its iteration variable (both of them, for the
+two-variable macros) in `loop_condition` and `loop_step` only, and its accumulator in `loop_condition`, `loop_step` and `result`; neither is
 bound in `iter_range` or `accu_init`.
 """
 
@@ -43,7 +43,7 @@ def children(e: ast.Expr) -> tuple[ast.Expr, ...]:
 def scoped_children(e: ast.Expr, bound: Bound) -> tuple[Scoped, ...]:
     """The direct sub-expressions of `e`, each with the comprehension variables bound in it."""
     if isinstance(e, ast.Comprehension):
-        loop = bound | {e.iter_var, e.accu_var}
+        loop = bound | {e.iter_var, e.accu_var} | ({e.iter_var2} if e.iter_var2 else set())
         return (
             (e.iter_range, bound),
             (e.accu_init, bound),

@@ -2,8 +2,10 @@
 
 Batch input lines: `{"expr": "...", "bindings": {"x": <cel.expr.Value protojson>}, "container": "...",
 "disableMacros": false}`; optional extensions: `"disableCheck": true` (skip the type checker) and
-`"typeEnv": {"x": "list(int)"}` (declared variable types; otherwise inferred from the bindings).
-Output lines: `{"value": <cel.expr.Value protojson>}` or `{"error": "..."}`.
+`"typeEnv": {"x": "list(int)"}` (declared variable types; otherwise inferred from the bindings) and
+`"checkOnly": true` (type-check only: the answer is `{"type": ...}`).
+Output lines: `{"value": <cel.expr.Value protojson>}` or `{"error": "..."}`; a checked expression's
+answer also carries `"type"`, its checked type as CEL writes it (`list(int)`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policyd.cel import protojson as pj
+from policyd.cel.checker import format_type
 from policyd.cel.program import compile_expression, standard_env
 from policyd.cel.types import (
     BOOL,
@@ -112,8 +115,12 @@ def evaluate_request(request: Mapping[str, Any]) -> dict[str, Any]:
         compiled = compile_expression(
             request["expr"], env, check=not bool(request.get("disableCheck", False))
         )
-        value = compiled.evaluate(bindings)
-        return {"value": pj.to_json(value)}
+        answer: dict[str, Any] = {}
+        if compiled.check_result is not None:
+            answer["type"] = format_type(compiled.type)
+        if request.get("checkOnly") and compiled.check_result is not None:
+            return answer
+        return {"value": pj.to_json(compiled.evaluate(bindings)), **answer}
     except PolicydError as e:
         return {"error": str(e) or type(e).__name__}
     except RecursionError:

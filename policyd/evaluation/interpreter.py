@@ -132,9 +132,13 @@ class Interpreter:
         if isinstance(e, ast.Call):
             return self.call(e)
         if isinstance(e, ast.CreateList):
+            if e.optional_indices:
+                raise Unsupported("optional list elements")
             items = [self.eval(x) for x in e.elements]
             return per_category(guarded(lambda *xs: list(xs)), items, self.n)
         if isinstance(e, ast.CreateMap):
+            if any(entry.optional for entry in e.entries):
+                raise Unsupported("optional map entries")
             parts: list[Any] = []
             for entry in e.entries:
                 parts += [self.eval(entry.key), self.eval(entry.value)]
@@ -331,6 +335,8 @@ class Interpreter:
     # -- comprehensions
 
     def comprehension(self, e: ast.Comprehension) -> Any:
+        if e.iter_var2:
+            raise Unsupported("two-variable comprehension")
         raw = self.eval(e.iter_range)
         if raw is LABELS and e.macro in ("all", "exists"):
             return self.quantify_labels(e)

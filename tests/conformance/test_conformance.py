@@ -1,70 +1,39 @@
-"""Runs cel-spec's simple conformance tests through `policyd eval --batch`'s request handler."""
+"""Runs every file of cel-spec's simple conformance suite through `policyd eval --batch`'s request handler.
+
+One test per file asserts that file's pass rate (listing its failing cases), and two tests assert the
+overall rate. The per-file table is printed at the end of the run (conftest.py).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from google.protobuf import json_format, text_format
 
 from policyd.cel import protojson as pj
 from policyd.commands.eval import evaluate_request
 
-from .cel_spec import sample_files
-from .conftest import STATS
-
-MIN_PASS_RATE = 0.95
-
-_PRIMITIVE_NAMES = {
-    "BOOL": "bool",
-    "INT64": "int",
-    "UINT64": "uint",
-    "DOUBLE": "double",
-    "STRING": "string",
-    "BYTES": "bytes",
-}
-_WELL_KNOWN = {"TIMESTAMP": "timestamp", "DURATION": "duration"}
+from .cel_spec import (
+    KNOWN_FAILURES,
+    LIBRARY_FILES,
+    MIN_PASS_RATE,
+    FileResult,
+    out_of_scope_reason,
+    suite_files,
+    type_text,
+)
+from .conftest import RESULTS
 
 
-def _type_text(t: dict[str, Any]) -> str | None:
-    """cel.expr.Type (JSON) -> the type text `policyd eval` accepts; None when it is a proto type."""
-    if "primitive" in t:
-        return _PRIMITIVE_NAMES.get(t["primitive"])
-    if "dyn" in t:
-        return "dyn"
-    if "null" in t:
-        return "null_type"
-    if "wellKnown" in t:
-        return _WELL_KNOWN.get(t["wellKnown"])
-    if "listType" in t:
-        elem = _type_text(t["listType"].get("elemType", {"dyn": {}}))
-        return None if elem is None else f"list({elem})"
-    if "mapType" in t:
-        k = _type_text(t["mapType"].get("keyType", {"dyn": {}}))
-        v = _type_text(t["mapType"].get("valueType", {"dyn": {}}))
-        return None if k is None or v is None else f"map({k}, {v})"
-    return None
-
-
-def _request(test: Any) -> dict[str, Any] | None:
-    """The batch request for one SimpleTest, or None when it is out of scope by the README rule."""
-    text = text_format.MessageToString(test)
-    if "TestAllTypes" in text or "cel.expr.conformance.proto" in text:
-        return None
+def _request(test: Any) -> dict[str, Any]:
+    """The batch request for one in-scope SimpleTest."""
     type_env: dict[str, str] = {}
     for decl in test.type_env:
-        d = json_format.MessageToDict(decl)
-        if "function" in d:
-            return None
-        t = _type_text(d.get("ident", {}).get("type", {"dyn": {}}))
-        if t is None:
-            return None
-        type_env[decl.name] = t
-    bindings = {}
-    for name, expr_value in test.bindings.items():
-        d = json_format.MessageToDict(expr_value)
-        if "value" not in d:
-            return None
-        bindings[name] = d["value"]
+        declared = type_text(json_format.MessageToDict(decl).get("ident", {}).get("type", {"dyn": {}}))
+        assert declared is not None  # out_of_scope_reason rejected proto types
+        type_env[decl.name] = declared
+    bindings = {name: json_format.MessageToDict(v)["value"] for name, v in test.bindings.items()}
     return {
         "expr": test.expr,
         "bindings": bindings,
@@ -72,44 +41,98 @@ def _request(test: Any) -> dict[str, Any] | None:
         "disableMacros": test.disable_macros,
         "disableCheck": test.disable_check,
         "typeEnv": type_env,
+        "checkOnly": test.check_only,
     }
 
 
-def _outcome(test: Any, answer: dict[str, Any]) -> bool:
+def _outcome(test: Any, answer: dict[str, Any]) -> str | None:
+    """None when `answer` is what the test expects, else what was wrong."""
     kind = test.WhichOneof("result_matcher")
     if kind in ("eval_error", "any_eval_errors"):
-        return "error" in answer
+        return None if "error" in answer else f"expected an error, got {answer}"
     if kind in ("unknown", "any_unknowns"):
-        return False
+        return "unknown results are not supported"
     if "error" in answer:
-        return False
-    got = pj.from_json(answer["value"])
-    if kind == "value":
-        expected = pj.from_json(json_format.MessageToDict(test.value))
-    elif kind == "typed_result":
+        return f"error: {answer['error']}"
+    if test.check_only and kind != "typed_result":
+        return None
+    if kind == "typed_result":
+        expected_type = type_text(json_format.MessageToDict(test.typed_result.deduced_type))
+        if expected_type is not None and answer.get("type") != expected_type:
+            return f"deduced type {answer.get('type')}, expected {expected_type}"
+        if not test.typed_result.HasField("result") or test.check_only:
+            return None
         expected = pj.from_json(json_format.MessageToDict(test.typed_result.result))
+    elif kind == "value":
+        expected = pj.from_json(json_format.MessageToDict(test.value))
     else:
         expected = True
-    return pj.same_value(got, expected)
+    got = pj.from_json(answer["value"])
+    return None if pj.same_value(got, expected) else f"got {answer['value']}"
 
 
-def test_conformance(simple_pb2: Any) -> None:
-    failures: list[str] = []
-    for path in sample_files():
-        test_file = text_format.Parse(path.read_text(), simple_pb2.SimpleTestFile())
-        for section in test_file.section:
-            for test in section.test:
-                request = _request(test)
-                if request is None:
-                    STATS["skipped"] += 1
-                    continue
-                answer = evaluate_request(request)
-                if _outcome(test, answer):
-                    STATS["passed"] += 1
-                else:
-                    STATS["failed"] += 1
-                    failures.append(f"{path.stem}/{section.name}/{test.name}: {test.expr!r} -> {answer}")
-    total = STATS["passed"] + STATS["failed"]
-    assert total > 0
-    rate = STATS["passed"] / total
-    assert rate >= MIN_PASS_RATE, f"pass rate {rate:.1%}; failures:\n" + "\n".join(failures)
+def run_file(path: Any, simple_pb2: Any) -> FileResult:
+    """Run one suite file; every test is either skipped by the rule, passed, failed or a known failure."""
+    result = FileResult(path.stem)
+    test_file = text_format.Parse(path.read_text(encoding="utf-8"), simple_pb2.SimpleTestFile())
+    for section in test_file.section:
+        for test in section.test:
+            if out_of_scope_reason(test) is not None:
+                result.skipped += 1
+                continue
+            key = f"{path.stem}/{section.name}/{test.name}"
+            problem = _outcome(test, evaluate_request(_request(test)))
+            if key in KNOWN_FAILURES:
+                (result.known if problem is not None else result.stale).append(key)
+                if problem is None:
+                    result.passed += 1
+            elif problem is None:
+                result.passed += 1
+            else:
+                result.failures.append(f"{key}: {test.expr!r}: {problem}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def conformance_results(simple_pb2: Any) -> dict[str, FileResult]:
+    """Every suite file's result (run once per session; also printed as the table at the end)."""
+    if not RESULTS:
+        for path in suite_files():
+            RESULTS[path.stem] = run_file(path, simple_pb2)
+    return RESULTS
+
+
+def _file_param(name: str) -> Any:
+    reason = LIBRARY_FILES.get(name)
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason is not None else []
+    return pytest.param(name, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("name", [_file_param(p.stem) for p in suite_files()])
+def test_file_pass_rate(name: str, conformance_results: dict[str, FileResult]) -> None:
+    """Each file passes at least MIN_PASS_RATE of its in-scope tests; known failures stay failing."""
+    r = conformance_results[name]
+    assert not r.stale, f"listed in KNOWN_FAILURES but passing: {r.stale}"
+    assert r.rate >= MIN_PASS_RATE, (
+        f"{name}: {r.passed}/{r.in_scope} in-scope tests pass ({r.rate:.1%}); failing:\n"
+        + "\n".join(r.failures)
+    )
+
+
+def _overall(results: dict[str, FileResult], names: set[str]) -> tuple[int, int]:
+    chosen = [r for n, r in results.items() if n in names]
+    return sum(r.passed for r in chosen), sum(r.in_scope for r in chosen)
+
+
+def test_language_files_pass_overall(conformance_results: dict[str, FileResult]) -> None:
+    """The files that need no library extension pass at least MIN_PASS_RATE of their tests together."""
+    passed, in_scope = _overall(conformance_results, set(conformance_results) - set(LIBRARY_FILES))
+    assert in_scope > 1000
+    assert passed / in_scope >= MIN_PASS_RATE, f"{passed}/{in_scope}"
+
+
+@pytest.mark.xfail(reason="library functions land with cel-lib", strict=True)
+def test_whole_suite_passes_overall(conformance_results: dict[str, FileResult]) -> None:
+    """The whole simple suite passes at least MIN_PASS_RATE of its in-scope tests."""
+    passed, in_scope = _overall(conformance_results, set(conformance_results))
+    assert passed / in_scope >= MIN_PASS_RATE, f"{passed}/{in_scope}"

@@ -213,3 +213,11 @@ def test_identifiers_are_mangled() -> None:
     c = compile_expression("exec + open + __builtins__", env)
     assert c.evaluate({"exec": 1, "open": 2, "__builtins__": 3}) == 6
     assert "def _cel(v_exec, v_open, v___builtins__)" in c.python_source
+
+
+def test_null_value_enum_constant_is_an_int_resolved_through_the_container() -> None:
+    assert ev("google.protobuf.NullValue.NULL_VALUE") == 0
+    env = standard_env(container="google.protobuf")
+    assert compile_expression("Value{null_value: NullValue.NULL_VALUE} == null", env).evaluate({}) is True
+    with pytest.raises(CelError, match="undeclared reference"):
+        compile_expression("NullValue.NULL_VALUE", standard_env())

@@ -9,6 +9,7 @@ from lark import Lark, Tree
 
 from policyd.cel import syntax as ast
 from policyd.cel.parser import GRAMMAR_DIR, CelTreeBuilder, parse_cel
+from policyd.cel.program import compile_expression, standard_env
 from policyd.errors import CelError
 
 
@@ -185,3 +186,18 @@ def test_reserved_words_are_field_names_after_a_dot_but_not_identifiers() -> Non
     assert isinstance(call, ast.Call) and call.function == "package"
     with pytest.raises(CelError, match="reserved identifier: namespace"):
         parse_cel("namespace")
+
+
+def test_backquoted_field_names_select_any_text() -> None:
+    e = parse_cel("m.`content-type`")
+    assert isinstance(e, ast.Select) and e.field == "content-type"
+    assert ast.qualified_name(e) is None  # never resolved as a dotted name
+    has = parse_cel("has(m.`a.b/c d`)")
+    assert isinstance(has, ast.Select) and has.test_only and has.field == "a.b/c d"
+    assert compile_expression("{'a-b': 1}.`a-b`", standard_env()).evaluate({}) == 1
+
+
+@pytest.mark.parametrize("text", ["m.`a`b`", "m.``", "`a`", "m.`a+b`"])
+def test_backquotes_outside_field_names_are_syntax_errors(text: str) -> None:
+    with pytest.raises(CelError, match="syntax error"):
+        parse_cel(text)

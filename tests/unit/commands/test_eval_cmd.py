@@ -14,8 +14,12 @@ from policyd.commands.eval import evaluate_request
 
 def test_batch_request_value_and_error() -> None:
     assert evaluate_request({"expr": "x * 2", "bindings": {"x": {"int64Value": "21"}}}) == {
-        "value": {"int64Value": "42"}
+        "value": {"int64Value": "42"},
+        "type": "int",
     }
+    assert evaluate_request({"expr": "[1, 2]"})["type"] == "list(int)"
+    assert "type" not in evaluate_request({"expr": "1", "disableCheck": True})
+    assert evaluate_request({"expr": "[1][3]", "checkOnly": True}) == {"type": "int"}
     assert "error" in evaluate_request({"expr": "1 / 0"})
     assert "error" in evaluate_request({"expr": "1 +"})
     assert "error" in evaluate_request({"bindings": {}})
@@ -27,6 +31,6 @@ def test_batch_cli_never_crashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
     assert main(["eval", "--batch"]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert out[0] == {"value": {"doubleValue": 3.5}}
+    assert out[0] == {"value": {"doubleValue": 3.5}, "type": "double"}
     assert "error" in out[1]
     assert out[2]["value"]["objectValue"]["value"] == "1970-01-01T00:00:00Z"

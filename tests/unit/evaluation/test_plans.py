@@ -339,3 +339,30 @@ def test_guarded_node_read_is_unsupported_only_when_reached() -> None:
     )
     with pytest.raises(Unsupported):
         fplan.evaluate(with_port.cel, columns)
+
+
+@pytest.mark.parametrize(
+    ("filter_expr", "score_expr", "let_expr"),
+    [
+        (
+            "[10, 20].exists(i, v, i == node.labels.size())",
+            "(node.labels.all(k, v, k != 'zone' || v != 'c') ? 1 : 0) + node.labels.transformList(k, v, v).size()",
+            "node.labels.?zone.orValue('').size()",
+        ),
+        (
+            "[?(node.labels.size() > 1 ? optional.of(1) : optional.none())].size() == 1",
+            "{?'z': node.labels.size() > 0 ? optional.of(1) : optional.none()}.size() + cel.bind(n, 2, n * n)",
+            "node.labels.transformMap(k, v, k == 'gpu', v).size()",
+        ),
+    ],
+)
+def test_optionals_and_two_variable_comprehensions_agree(
+    filter_expr: str, score_expr: str, let_expr: str
+) -> None:
+    """Plans decline (or reproduce) optional literals, optional selection and two-variable comprehensions."""
+    states = [
+        make_node(0, 1000, 1024, 10, {"zone": "a", "rack": "a"}, [], None, False),
+        make_node(1, 1000, 1024, 10, {"zone": "c", "gpu": "1"}, [], 2, False),
+        make_node(2, 1000, 1024, 10, {}, [], None, False),
+    ]
+    check_agreement(policy_text(filter_expr, score_expr, let_expr), states, make_pod("new", 100, 64))
