@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from policyd.errors import PolicydError
-from policyd.framework import ClusterFunctions, CompiledProfile, PodEvaluator
+from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
 from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
 from policyd.scheduler.attempts import (
     Attempt,
@@ -303,8 +303,16 @@ class SchedulingCycle(EventHandlers):
         self._observe_attempt(RESULT_ERROR, queued.profile, started, incoming="backoff" if retry else None)
 
     def _reject_waiting(self, waiting: WaitingPod, why: str) -> None:
+        """Unreserve a pod rejected at permit and requeue it; the freed room wakes parked pods.
+
+        As kube-scheduler's handleBindingCycleError: forgetting an assumed pod is an AssignedPodDelete
+        event (its requests had counted on the node), so pods parked behind the gang move at once, and
+        the rejected pod itself, whose cycle saw that move, goes to backoffQ rather than waiting for
+        the periodic flush of parked pods.
+        """
         queued, pod = waiting.payload
         self.cache.forget(waiting.key)
+        self._move(EVENT_POD_ASSIGNED_DELETE)
         message = f"{why} at permit {waiting.rule.name}"
         self.attempts.add(
             Attempt(

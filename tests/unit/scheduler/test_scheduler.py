@@ -160,12 +160,32 @@ def test_gang_times_out_and_unreserves_everyone() -> None:
     pods = [pod_obj(f"g{i}", "100m") for i in range(2)]
     for p in pods:
         p["metadata"]["labels"] = {"group": "g"}
-    sched, cluster = make([node_obj("a", 4000)], pods, gang_profile(3))
+    # an incomplete gang is retried (after a backoff) at every timeout, as kube-scheduler does: bound it
+    sched, cluster = make([node_obj("a", 4000)], pods, gang_profile(3), max_attempts=2)
     sched.run_until_settled()
     assert cluster.node_of("default/g0") is None and cluster.node_of("default/g1") is None
     assert not sched.cache.is_assumed("default/g0") and not sched.cache.is_assumed("default/g1")
     assert sched.clock.now() >= 60.0
     assert any("rejected due to timeout after waiting 60s" in e.message for e in cluster.events)
+
+
+def test_gang_timeout_requeues_at_once_and_frees_the_node_for_parked_pods() -> None:
+    """An incomplete gang holds the node until its permit times out; then the pod parked behind it
+    is scheduled at once (not after the 5-minute flush) and the gang's pods go to backoffQ."""
+    gang = [pod_obj(f"g{i}", "400m") for i in range(2)]
+    for p in gang:
+        p["metadata"]["labels"] = {"group": "g"}
+    sched, cluster = make(
+        [node_obj("a", 1000)], [*gang, pod_obj("p", "600m")], gang_profile(3), max_attempts=2
+    )
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a"
+    (first, second) = sched.attempts.for_pod("default/p")
+    assert first.result == "unschedulable" and second.result == "scheduled"
+    assert 60.0 <= second.time < 61.0  # right after the timeout, not after the 300 s flush
+    gang_attempts = [a for a in sched.attempts.for_pod("default/g0") if a.result != "rejected"]
+    assert len(gang_attempts) == 2  # retried after a backoff, not parked until the flush
+    assert gang_attempts[1].time < 300.0
 
 
 class FailingOnce(SimulatedCluster):
