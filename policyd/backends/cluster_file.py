@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from policyd.backends import validation
 from policyd.errors import ClusterDataError
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
@@ -172,10 +173,7 @@ def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str
     default: str | None = None
     for pc in classes:
         name = pc["metadata"]["name"]
-        value = pc.get("value")
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ClusterDataError(f"priority class {name}: value must be an integer, got {value!r}")
-        values[name] = (value, pc.get("preemptionPolicy"))
+        values[name] = (int(pc["value"]), pc.get("preemptionPolicy"))  # an integer: validated
         if pc.get("globalDefault"):
             if default is not None:
                 raise ClusterDataError(f"priority classes {default} and {name} are both globalDefault")
@@ -208,6 +206,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
     pod_where: dict[int, str] = {}
     seen: dict[tuple[str, str], str] = {}
     ignored: Counter[str] = Counter()
+    problems: list[validation.Violation] = []
     for loc in located:
         kind = str(loc.obj.get("kind"))
         attr = _KINDS.get(kind)
@@ -215,6 +214,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
             ignored[kind] += 1
             continue
         obj = _check_object(loc.obj, loc.where)
+        problems.extend(validation.violations(obj, loc.where))
         key = (kind, _object_key(obj))
         if key in seen:
             raise ClusterDataError(f"{loc.where}: duplicate {kind} {key[1]} (first at {seen[key]})")
@@ -222,6 +222,8 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         if attr == "pods":
             pod_where[len(buckets["pods"])] = loc.where
         buckets[attr].append(obj)
+    if problems:  # every violation of every object, as the API server would have refused them
+        raise ClusterDataError("\n".join(str(p) for p in problems))
     for kind, count in sorted(ignored.items()):
         log.info("cluster file: ignored objects file=%s kind=%s count=%d", source, kind, count)
     pods = _apply_priority(buckets["pods"], buckets["priority_classes"], pod_where)

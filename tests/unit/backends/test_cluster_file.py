@@ -74,13 +74,17 @@ def test_in_memory_objects_and_views() -> None:
 
 
 def test_unquoted_yaml_timestamps_stay_strings() -> None:
-    c = load_cluster_text("kind: Pod\nmetadata:\n  name: p\n  creationTimestamp: 2024-01-01T00:00:00Z\n")
+    c = load_cluster_text(
+        "kind: Pod\nmetadata:\n  name: p\n  creationTimestamp: 2024-01-01T00:00:00Z\n"
+        "spec:\n  containers: [{name: c}]\n"
+    )
     assert c.pods[0]["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"
 
 
 def test_namespace_defaults_for_pods_and_pdbs() -> None:
     c = load_cluster_text(
-        "kind: Pod\nmetadata: {name: p}\n---\nkind: PodDisruptionBudget\nmetadata: {name: b}\n"
+        "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n"
+        "---\nkind: PodDisruptionBudget\nmetadata: {name: b}\n"
     )
     assert c.pods[0]["metadata"]["namespace"] == "default"
     assert c.pdbs[0]["metadata"]["namespace"] == "default"
@@ -115,7 +119,9 @@ def test_priority_admission_errors() -> None:
         )
     bad = make_priority_class("a", 1)
     bad["value"] = "high"
-    with pytest.raises(ClusterDataError, match="value must be an integer"):
+    with pytest.raises(
+        ClusterDataError, match='priorityclass a: value: Invalid value: "high": must be of type integer'
+    ):
         cluster_objects([bad])
 
 
