@@ -16,12 +16,15 @@ from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet
-from policyd.scheduler.attempts import explain_table
+from policyd.scheduler.attempts import explain_table, scheduling_gated_message
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 # a pod failing this many cycles is reported as unschedulable rather than retried forever
 MAX_ATTEMPTS = 20
+# --arrivals: every pending pod queued at the start, or each at its creationTimestamp
+ALL_AT_ONCE = "all-at-once"
+CREATION_TIME = "creation-time"
 
 
 @dataclass(frozen=True)
@@ -33,16 +36,21 @@ class Placement:
     attempts: int
     message: str
     nominated_node: str | None
+    # spec.schedulingGates still set when the run settled: the pod never entered the active queue
+    scheduling_gates: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The `--output json` shape of a placement."""
-        return {
+        doc: dict[str, Any] = {
             "pod": self.pod,
             "node": self.node,
             "attempts": self.attempts,
             "message": self.message,
             "nominatedNode": self.nominated_node,
         }
+        if self.scheduling_gates:
+            doc["schedulingGates"] = list(self.scheduling_gates)
+        return doc
 
 
 @dataclass
@@ -57,15 +65,19 @@ class Simulation:
     def report(self) -> dict[str, Any]:
         """The JSON document `--output json` prints."""
         scheduled = sum(1 for p in self.placements if p.node)
+        gated = sum(1 for p in self.placements if p.scheduling_gates)
         rate = len(self.placements) / self.seconds if self.seconds > 0 else 0.0
+        summary: dict[str, Any] = {
+            "scheduled": scheduled,
+            "unschedulable": len(self.placements) - scheduled - gated,
+        }
+        if gated:
+            summary["gated"] = gated
+        summary["podsPerSecond"] = round(rate, 1)
         return {
             "placements": [p.to_json() for p in self.placements],
             "victims": list(self.scheduler.victims),
-            "summary": {
-                "scheduled": scheduled,
-                "unschedulable": len(self.placements) - scheduled,
-                "podsPerSecond": round(rate, 1),
-            },
+            "summary": summary,
         }
 
 
@@ -89,6 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_arguments(parser)
     parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     parser.add_argument("--explain", action="store_true", help="explain one pod after the table")
+    parser.add_argument(
+        "--arrivals",
+        choices=(ALL_AT_ONCE, CREATION_TIME),
+        default=ALL_AT_ONCE,
+        help="all pending pods queued at once (default), or each created at its metadata.creationTimestamp "
+        "on the simulated clock (replays a recorded trace)",
+    )
 
 
 def _progress(stream: TextIO, total: int) -> Any:
@@ -110,12 +129,15 @@ def simulate(
     seed: int = 0,
     explain: bool = False,
     progress_stream: TextIO | None = None,
+    arrivals: str = ALL_AT_ONCE,
 ) -> Simulation:
     """Load, compile and schedule every pending pod until the queue settles."""
     from policyd.compiler.profiles import compile_paths
 
     policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
-    cluster = SimulatedCluster.from_file(cluster_path or str(shipped.example_cluster()))
+    cluster = SimulatedCluster.from_file(
+        cluster_path or str(shipped.example_cluster()), replay_arrivals=arrivals == CREATION_TIME
+    )
     pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))
     show = _progress(progress_stream, pending) if progress_stream is not None else None
     started = time.perf_counter()
@@ -149,7 +171,7 @@ def run_simulation(
         ),
     )
     cluster.start(scheduler)
-    scheduler.run_until_settled(progress=progress)
+    scheduler.run_until_settled(progress=progress, arrivals=cluster if cluster.replay_arrivals else None)
     scheduler.binder.shutdown()
     return scheduler
 
@@ -169,6 +191,9 @@ def placements(scheduler: Scheduler, cluster: SimulatedCluster) -> list[Placemen
         nominated = ((obj or {}).get("status") or {}).get("nominatedNodeName") or None
         cycles = sum(1 for a in attempts if a.result != "rejected")
         out.append(Placement(key, node, cycles, message, None if node else nominated))
+    for queued in scheduler.queue.gated_pods():  # never attempted: held at PreEnqueue
+        gates = queued.pod.scheduling_gates
+        out.append(Placement(queued.key, None, 0, scheduling_gated_message(gates), None, gates))
     return out
 
 
@@ -192,7 +217,8 @@ def _table(sim: Simulation) -> str:
     lines.append("")
     lines.append(
         f"scheduled {summary['scheduled']}, unschedulable {summary['unschedulable']}, "
-        f"victims {len(sim.scheduler.victims)}"
+        + (f"gated {summary['gated']}, " if "gated" in summary else "")
+        + f"victims {len(sim.scheduler.victims)}"
         + (f" ({', '.join(sim.scheduler.victims)})" if sim.scheduler.victims else "")
     )
     return "\n".join(lines)
@@ -202,7 +228,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
     try:
         sim = simulate(
-            args.cluster, args.policies, args.seed, explain=args.explain, progress_stream=sys.stderr
+            args.cluster,
+            args.policies,
+            args.seed,
+            explain=args.explain,
+            progress_stream=sys.stderr,
+            arrivals=args.arrivals,
         )
     except PolicydError as exc:
         print(f"policyd simulate: {exc}", file=sys.stderr)

@@ -103,3 +103,15 @@ class ClusterBackend(Protocol):
     def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
         """Set the PodScheduled condition of `pod` (status, reason, message)."""
         ...
+
+
+class Arrivals(Protocol):
+    """A back-end that creates pending pods over time on a simulated clock (a replayed trace)."""
+
+    def next_arrival(self) -> float | None:
+        """The clock time of the next pod creation (None: nothing more arrives)."""
+        ...
+
+    def deliver_arrivals(self, now: float) -> int:
+        """Create (deliver) every pod due at `now`; returns how many."""
+        ...

@@ -94,3 +94,75 @@ def test_gang_timeout_frees_the_node_for_the_pod_parked_behind_it(
         placement(report, "default/g0")["message"],
         placement(report, "default/g1")["message"],
     }
+
+
+def test_gated_pod_is_reported_as_gated_not_unschedulable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gated = pod("g", "100m", schedulingGates=[{"name": "example.com/quota"}, {"name": "example.com/ready"}])
+    cluster = write(tmp_path, [node("a", "1"), gated, pod("p", "100m")])
+    report = simulate_json(capsys, "--cluster", cluster, "--policies", POLICY)
+    assert placement(report, "default/p")["node"] == "a"
+    assert placement(report, "default/g") == {
+        "pod": "default/g",
+        "node": None,
+        "attempts": 0,
+        "message": "Scheduling is blocked due to non-empty scheduling gates: example.com/quota, example.com/ready",
+        "nominatedNode": None,
+        "schedulingGates": ["example.com/quota", "example.com/ready"],
+    }
+    assert report["summary"]["scheduled"] == 1
+    assert report["summary"]["unschedulable"] == 0
+    assert report["summary"]["gated"] == 1
+
+    assert main(["simulate", "--cluster", cluster, "--policies", POLICY]) == 0
+    assert "scheduled 1, unschedulable 0, gated 1, victims 0" in capsys.readouterr().out
+
+    assert main(["explain", "--cluster", cluster, "--policies", POLICY, "--pod", "g"]) == 0
+    out = capsys.readouterr().out
+    assert "pod default/g is gated: Scheduling is blocked due to non-empty scheduling gates" in out
+    assert "no node was evaluated" in out
+
+
+def test_broken_cluster_file_exits_1_naming_object_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, the bad objects were dropped with a warning and the rest scheduled (exit 0)."""
+    bad_quantity = pod("x", "abc")
+    no_containers = pod("y", "1")
+    no_containers["spec"]["containers"] = []
+    bare_node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "b"}, "status": {}}
+    cluster = write(tmp_path, [node("a", "1"), bare_node, bad_quantity, no_containers, pod("ok", "100m")])
+    assert main(["simulate", "--cluster", cluster, "--policies", POLICY]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing scheduled, no table
+    assert "Traceback" not in captured.err
+    lines = captured.err.splitlines()
+    assert lines[0].startswith(f"policyd simulate: {cluster}:")
+    assert lines[0].endswith(
+        "node b: status.allocatable: Required value: a node needs allocatable (or capacity) resources"
+    )
+    assert lines[1].endswith(
+        'pod default/x: spec.containers[0].resources.requests.cpu: invalid quantity "abc"'
+    )
+    assert lines[2].endswith("pod default/y: spec.containers: Required value")
+    assert len(lines) == 3
+
+
+def test_arrivals_replay_creation_times_on_the_simulated_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """All at once, the high-priority pod is queued first and takes the only node; replayed, the
+    low-priority pod created a minute earlier is placed before the other one even exists."""
+    early = pod("early", "600m", created="2024-01-01T00:00:00Z")
+    late = pod("late", "600m", created="2024-01-01T00:01:00Z", priority=100, preemptionPolicy="Never")
+    cluster = write(tmp_path, [node("a", "1"), late, early])
+    at_once = simulate_json(capsys, "--cluster", cluster, "--policies", POLICY)
+    assert placement(at_once, "default/late")["node"] == "a"
+    assert placement(at_once, "default/early")["node"] is None
+    replayed = simulate_json(
+        capsys, "--cluster", cluster, "--policies", POLICY, "--arrivals", "creation-time"
+    )
+    assert placement(replayed, "default/early")["node"] == "a"
+    assert placement(replayed, "default/late")["node"] is None
+    assert [p["pod"] for p in replayed["placements"]] == ["default/early", "default/late"]

@@ -7,6 +7,7 @@ from typing import Any
 from policyd.backends.simulated import SimulatedCluster
 from policyd.framework import PermitSpec, RuleRef
 from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 from tests.unit.scheduler.fakes import FakeProfile, node_obj, pod_obj, policy_set
 
@@ -213,3 +214,34 @@ def test_bind_failure_forgets_and_retries_with_backoff() -> None:
     assert clock.now() >= 1.0  # waited out the backoff
     assert [e.reason for e in cluster.events] == ["FailedScheduling", "Scheduled"]
     sched.binder.shutdown()
+
+
+def test_gated_pod_is_not_attempted_until_an_update_removes_its_gates() -> None:
+    """PreEnqueue on the simulated back-end with the real pod conversion and metrics."""
+    gated = pod_obj("g", "100m", schedulingGates=[{"name": "example.com/quota"}])
+    cluster = SimulatedCluster([node_obj("a", 1000)], [gated, pod_obj("p", "100m")], [])
+    metrics = SchedulerMetrics()
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0),
+        metrics=metrics,
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a" and cluster.node_of("default/g") is None
+    assert sched.attempts.for_pod("default/g") == []
+    assert [qp.key for qp in sched.queue.gated_pods()] == ["default/g"]
+    assert "default/g" not in sched.unschedulable()
+    sample = metrics.registry.get_sample_value
+    assert sample("scheduler_pending_pods", {"queue": "gated"}) == 1
+    assert sample("scheduler_queue_incoming_pods_total", {"queue": "gated", "event": "PodAdd"}) == 1
+
+    cluster.update_pod({**gated, "spec": {**gated["spec"], "schedulingGates": []}})
+    sched.run_until_settled()
+    assert cluster.node_of("default/g") == "a"
+    assert [a.result for a in sched.attempts.for_pod("default/g")] == ["scheduled"]
+    assert sample("scheduler_pending_pods", {"queue": "gated"}) == 0
+    event = {"queue": "active", "event": "UpdatePodSchedulingGatesEliminated"}
+    assert sample("scheduler_queue_incoming_pods_total", event) == 1
