@@ -1,4 +1,5 @@
-"""Load cluster objects from a file: `kubectl get nodes,pods,pdb,priorityclasses -A -o yaml` output,
+"""Load cluster objects from a file: `kubectl get nodes,pods,pdb,priorityclasses,services,replicasets,
+statefulsets,replicationcontrollers -A -o yaml` output,
 a `kind: List` (or `PodList`, `NodeList`, ... as the API returns), multi-document YAML, or JSON.
 
 Objects stay raw API dicts (PodInfo/NodeInfo are built by the cache); the loader only applies what the API server
@@ -34,7 +35,20 @@ _KINDS = {
     "Pod": "pods",
     "PodDisruptionBudget": "pdbs",
     "PriorityClass": "priority_classes",
+    # the workloads selecting pods: kube-scheduler's system default spread constraints read them
+    "Service": "workloads",
+    "ReplicaSet": "workloads",
+    "StatefulSet": "workloads",
+    "ReplicationController": "workloads",
 }
+NAMESPACED_KINDS = (
+    "Pod",
+    "PodDisruptionBudget",
+    "Service",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +59,7 @@ class ClusterObjects:
     pods: tuple[Obj, ...] = ()
     pdbs: tuple[Obj, ...] = ()
     priority_classes: tuple[Obj, ...] = ()
+    workloads: tuple[Obj, ...] = ()  # Services, ReplicaSets, StatefulSets, ReplicationControllers
     source: str = "<objects>"
 
 
@@ -153,7 +168,7 @@ def _check_object(obj: Mapping[str, Any], where: str) -> Obj:
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ClusterDataError(f"{where}: {obj.get('kind')} without metadata.name")
     out = dict(obj)
-    if out["kind"] in ("Pod", "PodDisruptionBudget") and not meta.get("namespace"):
+    if out["kind"] in NAMESPACED_KINDS and not meta.get("namespace"):
         out["metadata"] = {**meta, "namespace": "default"}
     return out
 
@@ -162,7 +177,7 @@ def _object_key(obj: Mapping[str, Any]) -> str:
     """`namespace/name` for namespaced objects, `name` otherwise."""
     meta = obj["metadata"]
     ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns and obj["kind"] in ("Pod", "PodDisruptionBudget") else meta["name"]
+    return f"{ns}/{meta['name']}" if ns and obj["kind"] in NAMESPACED_KINDS else meta["name"]
 
 
 def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str]) -> list[Obj]:
@@ -202,7 +217,7 @@ def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str
 
 def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names and duplicates, resolve priorities."""
-    buckets: dict[str, list[Obj]] = {attr: [] for attr in _KINDS.values()}
+    buckets: dict[str, list[Obj]] = {attr: [] for attr in set(_KINDS.values())}
     pod_where: dict[int, str] = {}
     seen: dict[tuple[str, str], str] = {}
     ignored: Counter[str] = Counter()
@@ -232,6 +247,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         pods=tuple(pods),
         pdbs=tuple(buckets["pdbs"]),
         priority_classes=tuple(buckets["priority_classes"]),
+        workloads=tuple(buckets["workloads"]),
         source=source,
     )
 

@@ -1,7 +1,8 @@
 """The simulated cluster: an in-memory back-end behind the same interface as the API server's.
 
 Objects come from `policyd.backends.cluster_file.load_cluster` (priorities already resolved from
-PriorityClasses). `start` delivers nodes, assigned pods and PDBs, then the pending pods in the
+PriorityClasses). `start` delivers nodes, assigned pods, PDBs and the workloads selecting pods (Services,
+ReplicaSets, StatefulSets, ReplicationControllers), then the pending pods in the
 initial queue order (priority, then metadata.creationTimestamp, then file order). With
 `replay_arrivals`, a pending pod is created only when the simulated clock reaches its
 metadata.creationTimestamp, measured from the earliest pending pod's (which arrives at time 0): the
@@ -76,6 +77,7 @@ class SimulatedCluster:
         pods: Sequence[KubeObject] = (),
         pdbs: Sequence[KubeObject] = (),
         *,
+        workloads: Sequence[KubeObject] = (),
         replay_arrivals: bool = False,
     ) -> None:
         self._lock = threading.RLock()
@@ -84,6 +86,7 @@ class SimulatedCluster:
         self._nodes = {str(n["metadata"]["name"]): n for n in nodes}
         self._pods: dict[str, dict[str, Any]] = {_key(p): _copy_pod(p) for p in pods}
         self._pdbs = list(pdbs)
+        self._workloads = list(workloads)  # Services and controllers (system default spread)
         self._handler: EventHandler | None = None
         self.events: list[RecordedEvent] = []
         self.deleted: list[str] = []
@@ -95,7 +98,13 @@ class SimulatedCluster:
         from policyd.backends.cluster_file import load_cluster
 
         objects = load_cluster(path)
-        return cls(objects.nodes, objects.pods, objects.pdbs, replay_arrivals=replay_arrivals)
+        return cls(
+            objects.nodes,
+            objects.pods,
+            objects.pdbs,
+            workloads=objects.workloads,
+            replay_arrivals=replay_arrivals,
+        )
 
     # --- ClusterBackend ---
 
@@ -106,6 +115,7 @@ class SimulatedCluster:
             nodes = list(self._nodes.values())
             pods = list(self._pods.values())
             pdbs = list(self._pdbs)
+            workloads = list(self._workloads)
         for node in nodes:
             handler.on_node_add(node)
         for pod in pods:
@@ -113,6 +123,8 @@ class SimulatedCluster:
                 handler.on_pod_add(pod)
         for pdb in pdbs:
             handler.on_pdb_add(pdb)
+        for workload in workloads:
+            handler.on_workload_add(str(workload["kind"]), workload)
         pending = self.pending_in_queue_order(pods)
         if self.replay_arrivals:
             with self._lock:

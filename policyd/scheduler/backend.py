@@ -65,6 +65,18 @@ class EventHandler(Protocol):
         """A PodDisruptionBudget went away."""
         ...
 
+    def on_workload_add(self, kind: str, obj: KubeObject) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController (`kind`) appeared."""
+        ...
+
+    def on_workload_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController changed."""
+        ...
+
+    def on_workload_delete(self, kind: str, obj: KubeObject) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController went away."""
+        ...
+
     def on_synced(self) -> None:
         """The initial list of every kind has been delivered."""
         ...

@@ -34,6 +34,7 @@ from policyd.framework import (
 from policyd.scheduler.backend import KubeObject
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock
+from policyd.scheduler.cluster.workloads import WorkloadIndex
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
 from policyd.scheduler.pdb import BudgetIndex
@@ -97,6 +98,7 @@ class EventHandlers:
     queue: SchedulingQueue
     cache: Cache
     budgets: BudgetIndex
+    workloads: WorkloadIndex
     permits: Permits
     metrics: SchedulerMetrics | None
     given_up: set[str]
@@ -169,6 +171,18 @@ class EventHandlers:
     def on_pdb_delete(self, obj: KubeObject) -> None:
         """A PodDisruptionBudget went away."""
         self._post(self.budgets.remove, obj)
+
+    def on_workload_add(self, kind: str, obj: KubeObject) -> None:
+        """A Service / ReplicaSet / StatefulSet / ReplicationController appeared (default spread)."""
+        self._post(self.workloads.upsert, kind, obj)
+
+    def on_workload_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A workload changed."""
+        self._post(self.workloads.upsert, kind, new)
+
+    def on_workload_delete(self, kind: str, obj: KubeObject) -> None:
+        """A workload went away."""
+        self._post(self.workloads.remove, kind, obj)
 
     def on_synced(self) -> None:
         """The back-end delivered its initial list."""

@@ -106,6 +106,34 @@ def test_gang_timeout_frees_the_node_for_the_pod_parked_behind_it_at_once(
     assert rejected and rejected[0].message == "rejected due to timeout after waiting 3s at permit gang"
 
 
+def test_a_service_selecting_pods_spreads_them_by_default(
+    kube: KubeClient, k8s: KubeTestContext, scheduling: Callable[[dict[str, str]], Scheduler]
+) -> None:
+    """System default spread constraints from a Service watched by the API back-end's informer: the
+    pod goes to the small node, away from the big one already running a pod the Service selects
+    (on resources alone the big node wins, as the simulate test of the same case shows)."""
+    ns = k8s.namespace
+    make_node(kube, f"{ns}-big", cpu="8", labels={"pool": ns})
+    small = {"cpu": "1", "memory": "1Gi", "pods": "110"}
+    make_node(kube, f"{ns}-small", cpu="1", labels={"pool": ns})
+    node = kube.request("GET", f"/api/v1/nodes/{ns}-small")
+    node["status"].update(capacity=small, allocatable=small)
+    kube.request("PUT", f"/api/v1/nodes/{ns}-small/status", body=node)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
+    }
+    kube.request("POST", object_path("v1", "services", ns), body=service)
+    old = pod_body("old", "100m", ns, {"app": "web"}, nodeName=f"{ns}-big")
+    kube.request("POST", object_path("v1", "pods", ns), body=old)
+    sched = scheduling({"default.policy": DEFAULT_POLICY})
+    wait_for(lambda: sched.workloads.count("Service") >= 1 and sched.cache.pod(f"{ns}/old") is not None)
+    kube.request("POST", object_path("v1", "pods", ns), body=pod_body("new", "100m", ns, {"app": "web"}))
+    assert wait_for(lambda: node_of(kube, ns, "new")) == f"{ns}-small"
+
+
 def test_kube_apiserver_1_20_drops_scheduling_gates_so_the_pod_is_scheduled(
     kube: KubeClient, k8s: KubeTestContext, scheduling: Callable[[dict[str, str]], Scheduler]
 ) -> None:

@@ -27,6 +27,7 @@ def _objects() -> list[dict[str, Any]]:
         make_pod("web-2", cpu="100m", priority_class="high"),
         make_pdb("web", {"app": "web"}, min_available=1),
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "default"}},
     ]
 
 
@@ -129,7 +130,8 @@ def test_other_kinds_are_ignored_with_a_log_note(caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.INFO, logger="policyd.backends.cluster_file"):
         c = cluster_objects(_objects())
     assert len(c.pods) == 2
-    assert "kind=Service count=1" in caplog.text
+    assert [w["metadata"]["name"] for w in c.workloads] == ["web"]  # Services select pods: kept
+    assert "kind=ConfigMap count=1" in caplog.text
 
 
 @pytest.mark.parametrize(

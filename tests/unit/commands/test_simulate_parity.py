@@ -166,3 +166,28 @@ def test_arrivals_replay_creation_times_on_the_simulated_clock(
     assert placement(replayed, "default/early")["node"] == "a"
     assert placement(replayed, "default/late")["node"] is None
     assert [p["pod"] for p in replayed["placements"]] == ["default/early", "default/late"]
+
+
+def test_a_service_selecting_pods_spreads_them_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """System default spread constraints from a Service (the pods have no controller): without the
+    Service the bigger node wins on resources; with it, the spread score sends the new pod away
+    from the node that already runs one it selects."""
+    old = pod("old", "100m", {"app": "web"}, nodeName="big")
+    new = pod("new", "100m", {"app": "web", "version": "2"})
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"app": "web"}},
+    }
+    small = node("small", "1")
+    small["status"]["allocatable"]["memory"] = "1Gi"
+    items = [node("big", "8"), small, old, new]
+    without = simulate_json(capsys, "--cluster", write(tmp_path, items, "a.yaml"), "--policies", POLICY)
+    assert placement(without, "default/new")["node"] == "big"
+    spread = simulate_json(
+        capsys, "--cluster", write(tmp_path, [*items, service], "b.yaml"), "--policies", POLICY
+    )
+    assert placement(spread, "default/new")["node"] == "small"
