@@ -12,12 +12,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-SCHEMAS = ("policy", "policytest", "config")
+SCHEMAS = ("policy", "policytest", "config", "cluster")
 
 
 @cache
 def schema(name: str) -> dict[str, Any]:
-    """The JSON Schema `<name>.schema.json` shipped in `policyd/schemas` (policy, policytest, config)."""
+    """The JSON Schema `<name>.schema.json` shipped in `policyd/schemas` (policy, policytest, config, cluster)."""
     if name not in SCHEMAS:
         raise ValueError(f"no shipped schema {name!r} (one of {', '.join(SCHEMAS)})")
     text = resources.files("policyd").joinpath("schemas", f"{name}.schema.json").read_text(encoding="utf-8")

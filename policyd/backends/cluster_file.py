@@ -1,4 +1,5 @@
-"""Load cluster objects from a file: `kubectl get nodes,pods,pdb,priorityclasses -A -o yaml` output,
+"""Load cluster objects from a file: `kubectl get nodes,pods,pdb,priorityclasses,services,replicasets,
+statefulsets,replicationcontrollers -A -o yaml` output,
 a `kind: List` (or `PodList`, `NodeList`, ... as the API returns), multi-document YAML, or JSON.
 
 Objects stay raw API dicts (PodInfo/NodeInfo are built by the cache); the loader only applies what the API server
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from policyd.backends import validation
 from policyd.errors import ClusterDataError
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
@@ -33,7 +35,20 @@ _KINDS = {
     "Pod": "pods",
     "PodDisruptionBudget": "pdbs",
     "PriorityClass": "priority_classes",
+    # the workloads selecting pods: kube-scheduler's system default spread constraints read them
+    "Service": "workloads",
+    "ReplicaSet": "workloads",
+    "StatefulSet": "workloads",
+    "ReplicationController": "workloads",
 }
+NAMESPACED_KINDS = (
+    "Pod",
+    "PodDisruptionBudget",
+    "Service",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,7 @@ class ClusterObjects:
     pods: tuple[Obj, ...] = ()
     pdbs: tuple[Obj, ...] = ()
     priority_classes: tuple[Obj, ...] = ()
+    workloads: tuple[Obj, ...] = ()  # Services, ReplicaSets, StatefulSets, ReplicationControllers
     source: str = "<objects>"
 
 
@@ -152,7 +168,7 @@ def _check_object(obj: Mapping[str, Any], where: str) -> Obj:
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ClusterDataError(f"{where}: {obj.get('kind')} without metadata.name")
     out = dict(obj)
-    if out["kind"] in ("Pod", "PodDisruptionBudget") and not meta.get("namespace"):
+    if out["kind"] in NAMESPACED_KINDS and not meta.get("namespace"):
         out["metadata"] = {**meta, "namespace": "default"}
     return out
 
@@ -161,7 +177,7 @@ def _object_key(obj: Mapping[str, Any]) -> str:
     """`namespace/name` for namespaced objects, `name` otherwise."""
     meta = obj["metadata"]
     ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns and obj["kind"] in ("Pod", "PodDisruptionBudget") else meta["name"]
+    return f"{ns}/{meta['name']}" if ns and obj["kind"] in NAMESPACED_KINDS else meta["name"]
 
 
 def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str]) -> list[Obj]:
@@ -172,10 +188,7 @@ def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str
     default: str | None = None
     for pc in classes:
         name = pc["metadata"]["name"]
-        value = pc.get("value")
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ClusterDataError(f"priority class {name}: value must be an integer, got {value!r}")
-        values[name] = (value, pc.get("preemptionPolicy"))
+        values[name] = (int(pc["value"]), pc.get("preemptionPolicy"))  # an integer: validated
         if pc.get("globalDefault"):
             if default is not None:
                 raise ClusterDataError(f"priority classes {default} and {name} are both globalDefault")
@@ -204,10 +217,11 @@ def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str
 
 def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names and duplicates, resolve priorities."""
-    buckets: dict[str, list[Obj]] = {attr: [] for attr in _KINDS.values()}
+    buckets: dict[str, list[Obj]] = {attr: [] for attr in set(_KINDS.values())}
     pod_where: dict[int, str] = {}
     seen: dict[tuple[str, str], str] = {}
     ignored: Counter[str] = Counter()
+    problems: list[validation.Violation] = []
     for loc in located:
         kind = str(loc.obj.get("kind"))
         attr = _KINDS.get(kind)
@@ -215,6 +229,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
             ignored[kind] += 1
             continue
         obj = _check_object(loc.obj, loc.where)
+        problems.extend(validation.violations(obj, loc.where))
         key = (kind, _object_key(obj))
         if key in seen:
             raise ClusterDataError(f"{loc.where}: duplicate {kind} {key[1]} (first at {seen[key]})")
@@ -222,6 +237,8 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         if attr == "pods":
             pod_where[len(buckets["pods"])] = loc.where
         buckets[attr].append(obj)
+    if problems:  # every violation of every object, as the API server would have refused them
+        raise ClusterDataError("\n".join(str(p) for p in problems))
     for kind, count in sorted(ignored.items()):
         log.info("cluster file: ignored objects file=%s kind=%s count=%d", source, kind, count)
     pods = _apply_priority(buckets["pods"], buckets["priority_classes"], pod_where)
@@ -230,6 +247,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         pods=tuple(pods),
         pdbs=tuple(buckets["pdbs"]),
         priority_classes=tuple(buckets["priority_classes"]),
+        workloads=tuple(buckets["workloads"]),
         source=source,
     )
 

@@ -1,14 +1,21 @@
 """The simulated cluster: an in-memory back-end behind the same interface as the API server's.
 
 Objects come from `policyd.backends.cluster_file.load_cluster` (priorities already resolved from
-PriorityClasses). `start` delivers nodes, assigned pods and PDBs, then the pending pods in the
-initial queue order (priority, then metadata.creationTimestamp, then file order). Binding sets
+PriorityClasses). `start` delivers nodes, assigned pods, PDBs and the workloads selecting pods (Services,
+ReplicaSets, StatefulSets, ReplicationControllers), then the pending pods in the
+initial queue order (priority, then metadata.creationTimestamp, then file order). With
+`replay_arrivals`, a pending pod is created only when the simulated clock reaches its
+metadata.creationTimestamp, measured from the earliest pending pod's (which arrives at time 0): the
+scheduler asks `next_arrival` when it would otherwise settle and `deliver_arrivals` what is due
+(the `Arrivals` protocol of policyd.scheduler.backend), so a recorded trace replays in the order and
+at the pace the cluster saw it. Binding sets
 `spec.nodeName` (and clears `status.nominatedNodeName`, as the API server does on binding);
 preemption deletes victims at once. Writes are delivered back to the scheduler as watch events.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -52,6 +59,12 @@ def _timestamp(obj: KubeObject) -> str:
     return str((obj.get("metadata") or {}).get("creationTimestamp") or "")
 
 
+def _epoch(obj: KubeObject) -> float | None:
+    """metadata.creationTimestamp in seconds since the epoch (None when unset; validated RFC 3339)."""
+    text = _timestamp(obj)
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() if text else None
+
+
 class SimulatedCluster:
     """An in-memory cluster implementing `ClusterBackend` (one lock)."""
 
@@ -63,23 +76,35 @@ class SimulatedCluster:
         nodes: Sequence[KubeObject] = (),
         pods: Sequence[KubeObject] = (),
         pdbs: Sequence[KubeObject] = (),
+        *,
+        workloads: Sequence[KubeObject] = (),
+        replay_arrivals: bool = False,
     ) -> None:
         self._lock = threading.RLock()
+        self.replay_arrivals = replay_arrivals
+        self._arrivals: list[tuple[float, int, KubeObject]] = []  # (offset, queue order, pod), sorted
         self._nodes = {str(n["metadata"]["name"]): n for n in nodes}
         self._pods: dict[str, dict[str, Any]] = {_key(p): _copy_pod(p) for p in pods}
         self._pdbs = list(pdbs)
+        self._workloads = list(workloads)  # Services and controllers (system default spread)
         self._handler: EventHandler | None = None
         self.events: list[RecordedEvent] = []
         self.deleted: list[str] = []
         self.bind_count = 0
 
     @classmethod
-    def from_file(cls, path: str) -> SimulatedCluster:
+    def from_file(cls, path: str, *, replay_arrivals: bool = False) -> SimulatedCluster:
         """Load a cluster file (YAML/JSON: kubectl get -o yaml, a List, multi-document)."""
         from policyd.backends.cluster_file import load_cluster
 
         objects = load_cluster(path)
-        return cls(objects.nodes, objects.pods, objects.pdbs)
+        return cls(
+            objects.nodes,
+            objects.pods,
+            objects.pdbs,
+            workloads=objects.workloads,
+            replay_arrivals=replay_arrivals,
+        )
 
     # --- ClusterBackend ---
 
@@ -90,6 +115,7 @@ class SimulatedCluster:
             nodes = list(self._nodes.values())
             pods = list(self._pods.values())
             pdbs = list(self._pdbs)
+            workloads = list(self._workloads)
         for node in nodes:
             handler.on_node_add(node)
         for pod in pods:
@@ -97,9 +123,49 @@ class SimulatedCluster:
                 handler.on_pod_add(pod)
         for pdb in pdbs:
             handler.on_pdb_add(pdb)
-        for pending in self.pending_in_queue_order(pods):
-            handler.on_pod_add(pending)
+        for workload in workloads:
+            handler.on_workload_add(str(workload["kind"]), workload)
+        pending = self.pending_in_queue_order(pods)
+        if self.replay_arrivals:
+            with self._lock:
+                self._arrivals = self._schedule_arrivals(pending)
+            pending = []
+        for obj in pending:
+            handler.on_pod_add(obj)
         handler.on_synced()
+        if self.replay_arrivals:
+            self.deliver_arrivals(0.0)
+
+    @staticmethod
+    def _schedule_arrivals(pending: Sequence[KubeObject]) -> list[tuple[float, int, KubeObject]]:
+        """(offset from the earliest creationTimestamp, queue order, pod), sorted; unset: offset 0."""
+        times = [_epoch(p) for p in pending]
+        first = min((t for t in times if t is not None), default=0.0)
+        return sorted(
+            (
+                (0.0 if t is None else t - first, i, p)
+                for i, (t, p) in enumerate(zip(times, pending, strict=True))
+            ),
+            key=lambda a: (a[0], a[1]),
+        )
+
+    # --- Arrivals (replay_arrivals) ---
+
+    def next_arrival(self) -> float | None:
+        """When the next pending pod is created on the simulated clock (None: every pod arrived)."""
+        with self._lock:
+            return self._arrivals[0][0] if self._arrivals else None
+
+    def deliver_arrivals(self, now: float) -> int:
+        """Create every pending pod whose creation time has come; returns how many."""
+        with self._lock:
+            due = [a for a in self._arrivals if a[0] <= now]
+            self._arrivals = self._arrivals[len(due) :]
+            handler = self._handler
+        if handler is not None:
+            for _, _, pod in due:
+                handler.on_pod_add(pod)
+        return len(due)
 
     @staticmethod
     def pending_in_queue_order(pods: Sequence[KubeObject]) -> list[KubeObject]:
@@ -195,6 +261,17 @@ class SimulatedCluster:
             handler = self._handler
         if handler is not None:
             handler.on_pod_add(obj)
+
+    def update_pod(self, obj: KubeObject) -> None:
+        """Replace an existing pod (delivered as an update event), e.g. to remove scheduling gates."""
+        key = _key(obj)
+        with self._lock:
+            old = self._pods.get(key)
+            if old is None:
+                raise KeyError(f"pod {key} not found")
+            new = _copy_pod(obj)
+            self._pods[key] = new
+        self._emit_update(old, new)
 
     def pod(self, key: str) -> dict[str, Any] | None:
         """The current object of pod `key`."""

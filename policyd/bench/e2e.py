@@ -16,7 +16,7 @@ pod seen bound; p50/p99 attempt latency estimated from the scheduler's own histo
 between a scrape before and after the measured pods): kube-scheduler 1.20's
 `scheduler_e2e_scheduling_duration_seconds` (from the start of an attempt to the bind's end; 1.23+ call
 it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
-`policyd_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
+`scheduler_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
 alone likewise; peak RSS is the scheduler process's VmHWM. `policyd bench --mode e2e -w
 SchedulingBasic/5000 --scale 0.1`.
 """
@@ -64,11 +64,11 @@ ATTEMPT_METRICS = {
         "scheduler_e2e_scheduling_duration_seconds",
         "scheduler_scheduling_attempt_duration_seconds",
     ),
-    POLICYD: ("policyd_scheduling_attempt_duration_seconds",),
+    POLICYD: ("scheduler_scheduling_attempt_duration_seconds",),
 }
 ALGORITHM_METRICS = {
     KUBE_SCHEDULER: ("scheduler_scheduling_algorithm_duration_seconds",),
-    POLICYD: ("policyd_scheduling_algorithm_duration_seconds",),
+    POLICYD: ("scheduler_scheduling_algorithm_duration_seconds",),
 }
 
 

@@ -8,7 +8,7 @@ import sys
 
 from policyd.commands.simulate import add_common_arguments, simulate
 from policyd.errors import PolicydError
-from policyd.scheduler.attempts import explain_table
+from policyd.scheduler.attempts import explain_table, scheduling_gated_message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"policyd explain: {exc}", file=sys.stderr)
         return 1
     attempts = sim.scheduler.attempts.for_pod(key)
+    queued = sim.scheduler.queue.get(key)
+    if not attempts and queued is not None and queued.pod.scheduling_gates:
+        print(f"pod {key} is gated: {scheduling_gated_message(queued.pod.scheduling_gates)}")
+        print("it enters the scheduling queue when every gate is removed; no node was evaluated")
+        return 0
     if not attempts:
         known = sim.cluster.pod(key)
         why = "is not pending in the cluster file" if known is not None else "is not in the cluster file"

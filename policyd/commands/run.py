@@ -16,6 +16,7 @@ import sys
 import threading
 from typing import Any
 
+from policyd import __version__, lifecycle
 from policyd.backends.kube.api_backend import ApiBackend, missing_permissions
 from policyd.backends.kube.client import ApiError, KubeClient
 from policyd.backends.kube.events import WARNING, ObjectRef
@@ -235,6 +236,24 @@ class Runner:
 
     def start(self) -> None:
         """Everything up to (not including) scheduling."""
+        cfg, le = self.cfg, self.cfg.leader_election
+        lifecycle.starting(
+            __version__,
+            (
+                ("identity", self.identity),
+                ("profiles", ",".join(cfg.scheduler_names)),
+                (
+                    "policies",
+                    ",".join([*cfg.policy_paths(), *(s.config_map for s in cfg.config_map_sources())]),
+                ),
+                ("apiServer", self.client.host),
+                ("leaderElect", le.leader_elect),
+                ("lease", f"{le.namespace}/{le.name}" if le.leader_elect else "-"),
+                ("percentageOfNodesToScore", cfg.percentage_of_nodes_to_score),
+                ("bindParallelism", cfg.bind_parallelism),
+                ("port", cfg.port),
+            ),
+        )
         self.server.start()
         self.preflight()
         policies = self.load_policies()
@@ -315,7 +334,9 @@ class Runner:
         while not self.stop.wait(1.0):
             if self.scheduler is not None:
                 pending = self.scheduler.queue.pending()
-                self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
+                self.metrics.set_pending(
+                    pending["active"], pending["backoff"], pending["unschedulable"], pending["gated"]
+                )
 
     def shutdown(self) -> None:
         """Graceful stop: readiness off, no more pops, binds finished, lease released, writes flushed."""

@@ -16,12 +16,15 @@ from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet
-from policyd.scheduler.attempts import Attempt, explain_table
+from policyd.scheduler.attempts import Attempt, explain_table, scheduling_gated_message
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 # a pod failing this many cycles is reported as unschedulable rather than retried forever
 MAX_ATTEMPTS = 20
+# --arrivals: every pending pod queued at the start, or each at its creationTimestamp
+ALL_AT_ONCE = "all-at-once"
+CREATION_TIME = "creation-time"
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,12 @@ class Placement:
     message: str
     nominated_node: str | None
     preempted: bool = False
+    # spec.schedulingGates still set when the run settled: the pod never entered the active queue
+    scheduling_gates: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The `--output json` shape of a placement."""
-        return {
+        doc: dict[str, Any] = {
             "pod": self.pod,
             "node": self.node,
             "attempts": self.attempts,
@@ -45,6 +50,9 @@ class Placement:
             "nominatedNode": self.nominated_node,
             "preempted": self.preempted,
         }
+        if self.scheduling_gates:
+            doc["schedulingGates"] = list(self.scheduling_gates)
+        return doc
 
 
 @dataclass
@@ -57,12 +65,18 @@ class Simulation:
     seconds: float
 
     def summary(self) -> dict[str, int]:
-        """Pods placed, pods left unschedulable, and victims (pods deleted by preemption) counted apart."""
-        return {
+        """Pods placed, left unschedulable, held by scheduling gates, and victims (pods deleted by preemption), apart."""
+        gated = sum(1 for p in self.placements if p.scheduling_gates)
+        counts = {
             "scheduled": sum(1 for p in self.placements if p.node),
-            "unschedulable": sum(1 for p in self.placements if not p.node and not p.preempted),
-            "preempted": len(self.scheduler.victims),
+            "unschedulable": sum(
+                1 for p in self.placements if not p.node and not p.preempted and not p.scheduling_gates
+            ),
         }
+        if gated:
+            counts["gated"] = gated
+        counts["preempted"] = len(self.scheduler.victims)
+        return counts
 
     def report(self, *, timing: bool = False) -> dict[str, Any]:
         """The JSON document `--output json` prints: the same for the same input, unless `timing`."""
@@ -106,6 +120,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timing", action="store_true", help="add the run time and pods per second to the summary"
     )
+    parser.add_argument(
+        "--arrivals",
+        choices=(ALL_AT_ONCE, CREATION_TIME),
+        default=ALL_AT_ONCE,
+        help="all pending pods queued at once (default), or each created at its metadata.creationTimestamp "
+        "on the simulated clock (replays a recorded trace)",
+    )
 
 
 def _progress(stream: TextIO, total: int) -> Any:
@@ -127,12 +148,15 @@ def simulate(
     seed: int = 0,
     explain: bool = False,
     progress_stream: TextIO | None = None,
+    arrivals: str = ALL_AT_ONCE,
 ) -> Simulation:
     """Load, compile and schedule every pending pod until the queue settles."""
     from policyd.compiler.profiles import compile_paths
 
     policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
-    cluster = SimulatedCluster.from_file(cluster_path or str(shipped.example_cluster()))
+    cluster = SimulatedCluster.from_file(
+        cluster_path or str(shipped.example_cluster()), replay_arrivals=arrivals == CREATION_TIME
+    )
     pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))
     show = _progress(progress_stream, pending) if progress_stream is not None else None
     started = time.perf_counter()
@@ -166,7 +190,7 @@ def run_simulation(
         ),
     )
     cluster.start(scheduler)
-    scheduler.run_until_settled(progress=progress)
+    scheduler.run_until_settled(progress=progress, arrivals=cluster if cluster.replay_arrivals else None)
     scheduler.binder.shutdown()
     return scheduler
 
@@ -189,6 +213,9 @@ def placements(scheduler: Scheduler, cluster: SimulatedCluster) -> list[Placemen
         nominated = ((obj or {}).get("status") or {}).get("nominatedNodeName") or None
         cycles = sum(1 for a in attempts if a.result != "rejected")
         out.append(Placement(key, node, cycles, message, None if node else nominated, preempted))
+    for queued in scheduler.queue.gated_pods():  # never attempted: held at PreEnqueue
+        gates = queued.pod.scheduling_gates
+        out.append(Placement(queued.key, None, 0, scheduling_gated_message(gates), None, False, gates))
     return out
 
 
@@ -214,7 +241,8 @@ def _table(sim: Simulation) -> str:
     lines.append("")
     lines.append(
         f"scheduled {summary['scheduled']}, unschedulable {summary['unschedulable']}, "
-        f"preempted {summary['preempted']}"
+        + (f"gated {summary['gated']}, " if "gated" in summary else "")
+        + f"preempted {summary['preempted']}"
         + (f" ({', '.join(sim.scheduler.victims)})" if sim.scheduler.victims else "")
     )
     return "\n".join(lines)
@@ -232,7 +260,12 @@ def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
     try:
         sim = simulate(
-            args.cluster, args.policies, args.seed, explain=args.explain, progress_stream=sys.stderr
+            args.cluster,
+            args.policies,
+            args.seed,
+            explain=args.explain,
+            progress_stream=sys.stderr,
+            arrivals=args.arrivals,
         )
     except PolicydError as exc:
         print(f"policyd simulate: {exc}", file=sys.stderr)

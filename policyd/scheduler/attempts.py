@@ -22,6 +22,7 @@ NO_NODE_AVAILABLE = "0/{n} nodes are available"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+SCHEDULING_GATED = "Scheduling is blocked due to non-empty scheduling gates"
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 
 
@@ -62,6 +63,11 @@ def scheduled_message(pod_key: str, node: str) -> str:
 def preempted_message(preemptor_uid: str, node: str) -> str:
     """Text of the `Preempted` event on a victim."""
     return f"Preempted by pod {preemptor_uid} on node {node}"
+
+
+def scheduling_gated_message(gates: Sequence[str]) -> str:
+    """The API server's PodScheduled=False/SchedulingGated message, with the gates still set."""
+    return f"{SCHEDULING_GATED}: {', '.join(gates)}"
 
 
 def unschedulable_condition(message: str) -> dict[str, str]:

@@ -65,6 +65,18 @@ class EventHandler(Protocol):
         """A PodDisruptionBudget went away."""
         ...
 
+    def on_workload_add(self, kind: str, obj: KubeObject) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController (`kind`) appeared."""
+        ...
+
+    def on_workload_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController changed."""
+        ...
+
+    def on_workload_delete(self, kind: str, obj: KubeObject) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController went away."""
+        ...
+
     def on_synced(self) -> None:
         """The initial list of every kind has been delivered."""
         ...
@@ -102,4 +114,16 @@ class ClusterBackend(Protocol):
 
     def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
         """Set the PodScheduled condition of `pod` (status, reason, message)."""
+        ...
+
+
+class Arrivals(Protocol):
+    """A back-end that creates pending pods over time on a simulated clock (a replayed trace)."""
+
+    def next_arrival(self) -> float | None:
+        """The clock time of the next pod creation (None: nothing more arrives)."""
+        ...
+
+    def deliver_arrivals(self, now: float) -> int:
+        """Create (deliver) every pod due at `now`; returns how many."""
         ...

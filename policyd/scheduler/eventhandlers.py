@@ -34,6 +34,7 @@ from policyd.framework import (
 from policyd.scheduler.backend import KubeObject
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock
+from policyd.scheduler.cluster.workloads import WorkloadIndex
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
 from policyd.scheduler.pdb import BudgetIndex
@@ -48,6 +49,7 @@ API_DEFAULT_SCHEDULER_NAME = "default-scheduler"
 # kube-scheduler's queue_incoming_pods_total event labels for events that are not cluster events
 EVENT_POD_ADD = "PodAdd"
 EVENT_POD_UPDATE = "PodUpdate"
+EVENT_GATES_ELIMINATED = "UpdatePodSchedulingGatesEliminated"
 
 PodInfoFactory = Callable[[KubeObject], PodInfoLike]
 
@@ -96,6 +98,7 @@ class EventHandlers:
     queue: SchedulingQueue
     cache: Cache
     budgets: BudgetIndex
+    workloads: WorkloadIndex
     permits: Permits
     metrics: SchedulerMetrics | None
     given_up: set[str]
@@ -169,6 +172,18 @@ class EventHandlers:
         """A PodDisruptionBudget went away."""
         self._post(self.budgets.remove, obj)
 
+    def on_workload_add(self, kind: str, obj: KubeObject) -> None:
+        """A Service / ReplicaSet / StatefulSet / ReplicationController appeared (default spread)."""
+        self._post(self.workloads.upsert, kind, obj)
+
+    def on_workload_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A workload changed."""
+        self._post(self.workloads.upsert, kind, new)
+
+    def on_workload_delete(self, kind: str, obj: KubeObject) -> None:
+        """A workload went away."""
+        self._post(self.workloads.remove, kind, obj)
+
     def on_synced(self) -> None:
         """The back-end delivered its initial list."""
         self._post(lambda: self.synced.set())
@@ -236,7 +251,10 @@ class EventHandlers:
         if self._in_cycle(pod.key):
             return  # our own writes (nomination, conditions) on a pod we are placing
         if self.queue.get(pod.key) is not None:
+            gated = self.queue.where(pod.key) == "gated"
             self.queue.update(pod, move=_spec_changed(old, new))
+            if gated and self.metrics is not None and self.queue.where(pod.key) == "active":
+                self.metrics.incoming("active", EVENT_GATES_ELIMINATED)
             return
         profile = self.profile_for(pod)
         if profile is not None and pod.key not in self.given_up:
@@ -272,14 +290,15 @@ class EventHandlers:
         return self.cache.is_assumed(key) or self.permits.is_waiting(key)
 
     def _enqueue(self, pod: PodInfoLike, profile: CompiledProfile, event: str) -> None:
-        """A pending pod enters activeQ (counted once, when it was not queued yet)."""
+        """A pending pod enters activeQ, or waits gated (counted once, when it was not queued yet)."""
         if self.metrics is None:
             self.queue.add(pod, profile)
             return
         queued_before = self.queue.get(pod.key) is not None
         self.queue.add(pod, profile)
-        if not queued_before and self.queue.get(pod.key) is not None:
-            self.metrics.incoming("active", event)
+        where = self.queue.where(pod.key)
+        if not queued_before and where is not None:
+            self.metrics.incoming(where, event)
 
     def _move(self, kind: str) -> None:
         """Move parked pods woken by a cluster event, counting where each one went."""

@@ -1,25 +1,42 @@
-"""Prometheus metrics with kube-scheduler's names under the `policyd_` prefix.
+"""Prometheus metrics: kube-scheduler's under its own names, policyd's own under the `policyd_` prefix.
 
-Every metric lives in the `CollectorRegistry` handed to `SchedulerMetrics` (a fresh one by default),
+The metrics kube-scheduler also exports (pkg/scheduler/metrics/metrics.go) carry its names, labels
+and bucket layouts (`scheduler_schedule_attempts_total{result,profile}`, `scheduler_pending_pods{queue}`,
+...), so kube-scheduler dashboards and alerts work unchanged; what only policyd has (rule evaluations,
+policy reloads, binds) is `policyd_...`. Every metric lives in the `CollectorRegistry` handed to `SchedulerMetrics` (a fresh one by default),
 never in prometheus_client's global registry, so tests and several schedulers in one process each
 get their own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 PREFIX = "policyd_"
+KUBE = "scheduler_"  # kube-scheduler's subsystem
 
-# kube-scheduler: exponential buckets 0.001 * 2^i, 15 buckets (attempt / algorithm durations)
-DURATION_BUCKETS = tuple(0.001 * 2**i for i in range(15))
-# plugin / rule evaluation: 0.00001 * 1.5^i, 20 buckets
-RULE_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))
-VICTIM_BUCKETS = tuple(float(2**i) for i in range(7))
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """component-base's ExponentialBuckets: `count` upper bounds start * factor^i."""
+    return tuple(start * factor**i for i in range(count))
+
+
+# the bucket layouts of kube-scheduler's histograms
+DURATION_BUCKETS = exponential_buckets(0.001, 2, 15)  # attempt, algorithm, permit wait
+SLI_BUCKETS = exponential_buckets(0.01, 2, 20)  # pod scheduling SLI (10 ms .. ~88 min)
+RULE_BUCKETS = exponential_buckets(0.00001, 1.5, 20)  # plugin execution
+EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)  # framework extension point
+VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
+ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)
 
 RESULT_SCHEDULED = "scheduled"
 RESULT_UNSCHEDULABLE = "unschedulable"
 RESULT_ERROR = "error"
+
+# kube-scheduler's getAttemptsLabel: 15 attempts and more share the label "15+"
+MAX_ATTEMPTS_LABEL = 15
 
 QUEUES = ("active", "backoff", "unschedulable", "gated")
 
@@ -31,49 +48,85 @@ class SchedulerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.schedule_attempts = Counter(
-            PREFIX + "schedule_attempts_total",
+            KUBE + "schedule_attempts_total",
             "Number of attempts to schedule pods, by the result and profile.",
             ["result", "profile"],
             registry=r,
         )
         self.scheduling_attempt_duration = Histogram(
-            PREFIX + "scheduling_attempt_duration_seconds",
+            KUBE + "scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
             ["result", "profile"],
             buckets=DURATION_BUCKETS,
             registry=r,
         )
         self.scheduling_algorithm_duration = Histogram(
-            PREFIX + "scheduling_algorithm_duration_seconds",
+            KUBE + "scheduling_algorithm_duration_seconds",
             "Scheduling algorithm latency in seconds.",
             buckets=DURATION_BUCKETS,
             registry=r,
         )
         self.pending_pods = Gauge(
-            PREFIX + "pending_pods",
+            KUBE + "pending_pods",
             "Number of pending pods, by the queue type.",
             ["queue"],
             registry=r,
         )
         self.queue_incoming_pods = Counter(
-            PREFIX + "queue_incoming_pods_total",
+            KUBE + "queue_incoming_pods_total",
             "Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"],
             registry=r,
         )
         self.preemption_attempts = Counter(
-            PREFIX + "preemption_attempts_total",
+            KUBE + "preemption_attempts_total",
             "Total preemption attempts in the cluster till now.",
             registry=r,
         )
         self.preemption_victims = Histogram(
-            PREFIX + "preemption_victims",
+            KUBE + "preemption_victims",
             "Number of selected preemption victims.",
             buckets=VICTIM_BUCKETS,
             registry=r,
         )
+        self.pod_scheduling_sli_duration = Histogram(
+            KUBE + "pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue "
+            "and might involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=SLI_BUCKETS,
+            registry=r,
+        )
+        self.pod_scheduling_attempts = Histogram(
+            KUBE + "pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=ATTEMPTS_BUCKETS,
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            KUBE + "unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge "
+            "for all plugins that caused it to not schedule and so this metric have meaning only when "
+            "broken down by plugin.",
+            ["plugin", "profile"],
+            registry=r,
+        )
+        self.framework_extension_point_duration = Histogram(
+            KUBE + "framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=EXTENSION_POINT_BUCKETS,
+            registry=r,
+        )
+        self.permit_wait_duration = Histogram(
+            KUBE + "permit_wait_duration_seconds",
+            "Duration of waiting on permit.",
+            ["result"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self.plugin_execution_duration = Histogram(
-            PREFIX + "plugin_execution_duration_seconds",
+            KUBE + "plugin_execution_duration_seconds",
             "Duration for running a policy rule at a specific extension point.",
             ["plugin", "extension_point", "status"],
             buckets=RULE_BUCKETS,
@@ -113,6 +166,7 @@ class SchedulerMetrics:
             ["result"],
             registry=r,
         )
+        self._unschedulable_labels: set[tuple[str, str]] = set()
         for queue in QUEUES:
             self.pending_pods.labels(queue=queue).set(0)
 
@@ -122,6 +176,32 @@ class SchedulerMetrics:
         """One scheduling attempt finished with `result` (scheduled / unschedulable / error)."""
         self.schedule_attempts.labels(result=result, profile=profile).inc()
         self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    def observe_scheduled(self, attempts: int, seconds_since_queued: float) -> None:
+        """A pod was bound after `attempts` attempts, `seconds_since_queued` after it entered the queue."""
+        label = str(attempts) if attempts < MAX_ATTEMPTS_LABEL else f"{MAX_ATTEMPTS_LABEL}+"
+        self.pod_scheduling_sli_duration.labels(attempts=label).observe(seconds_since_queued)
+        self.pod_scheduling_attempts.observe(attempts)
+
+    def set_unschedulable(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Parked pods by (plugin, profile): every rule that rejected a pod counts it once."""
+        for plugin, profile in list(self._unschedulable_labels - counts.keys()):
+            self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(0)
+        for (plugin, profile), count in counts.items():
+            self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(count)
+        self._unschedulable_labels |= set(counts)
+
+    def observe_extension_point(
+        self, extension_point: str, status: str, profile: str, seconds: float
+    ) -> None:
+        """All rules of one extension point (Filter, Score, PostFilter, ...) of one attempt took `seconds`."""
+        self.framework_extension_point_duration.labels(
+            extension_point=extension_point, status=status, profile=profile
+        ).observe(seconds)
+
+    def observe_permit_wait(self, result: str, seconds: float) -> None:
+        """A pod waited `seconds` at permit and was then allowed or rejected (`result`)."""
+        self.permit_wait_duration.labels(result=result).observe(seconds)
 
     def observe_algorithm(self, seconds: float) -> None:
         """The filter+score part of one attempt took `seconds`."""

@@ -1,6 +1,8 @@
 """The scheduling queue: activeQ, backoffQ and the unschedulable pods, with queueing hints.
 
 Modelled on kube-scheduler's internal/queue/scheduling_queue.go. One lock guards the whole queue.
+PreEnqueue: a pod with `spec.schedulingGates` is held apart as "gated" (counted in `pending()`, never
+popped, never moved by cluster events) until an update removes its gates; then it enters activeQ.
 Pods rejected by a cycle are parked with the rules that rejected them; a cluster event moves back only
 the pods whose rejecting rules list that event in `profile.wake_events(rule)` (a policy change wakes
 every pod). Time comes from an injectable clock; `flush(now)` does the periodic moves.
@@ -99,7 +101,7 @@ class SchedulingQueue:
         self._active: list[tuple[Any, ...]] = []
         self._backoff: list[tuple[float, int, str]] = []
         self._pods: dict[str, QueuedPod] = {}  # every pod in active/backoff/unschedulable
-        self._where = _Placement()  # key -> "active" | "backoff" | "unschedulable"
+        self._where = _Placement()  # key -> "active" | "backoff" | "unschedulable" | "gated"
         self._in_flight: set[str] = set()
         self._seq = itertools.count()
         self._cycle = 0
@@ -112,7 +114,7 @@ class SchedulingQueue:
     # --- adding and popping ---
 
     def add(self, pod: PodInfoLike, profile: CompiledProfile) -> None:
-        """A new (or updated, not yet queued) pending pod enters activeQ."""
+        """A new (or updated, not yet queued) pending pod enters activeQ, or waits gated (PreEnqueue)."""
         if pod.deleting or pod.node_name:
             return
         with self._lock:
@@ -123,6 +125,11 @@ class SchedulingQueue:
                 return
             now = self._clock.now()
             qp = QueuedPod(pod=pod, profile=profile, timestamp=now, initial_timestamp=now)
+            if pod.scheduling_gates:
+                self._pods[pod.key] = qp
+                self._where[pod.key] = "gated"
+                log.debug("queue gated pod=%s gates=%s", pod.key, ",".join(pod.scheduling_gates))
+                return
             self._push_active(qp)
 
     def pop(self, timeout: float | None = 0.0) -> QueuedPod | None:
@@ -208,6 +215,11 @@ class SchedulingQueue:
                 self._remove_locked(pod.key)
                 return
             qp.pod = pod
+            if self._where[pod.key] == "gated":
+                if not pod.scheduling_gates:  # the last gate was removed: PreEnqueue passes
+                    qp.initial_timestamp = self._clock.now()
+                    self._push_active(qp)
+                return
             if move and self._where[pod.key] == "unschedulable":
                 # a change to the pod itself may make it schedulable (kube-scheduler: PodUpdate)
                 self._move_locked(qp)
@@ -319,7 +331,7 @@ class SchedulingQueue:
     def pending(self) -> dict[str, int]:
         """Number of pods per sub-queue (metrics: pending_pods{queue})."""
         with self._lock:
-            counts = {"active": 0, "backoff": 0, "unschedulable": 0}
+            counts = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
             for where in self._where.values():
                 counts[where] += 1
             return counts
@@ -333,6 +345,16 @@ class SchedulingQueue:
         """The parked pods."""
         with self._lock:
             return [self._pods[k] for k in self._where.parked]
+
+    def gated_pods(self) -> list[QueuedPod]:
+        """The pods held at PreEnqueue by their scheduling gates."""
+        with self._lock:
+            return [self._pods[k] for k, where in self._where.items() if where == "gated"]
+
+    def where(self, key: str) -> str | None:
+        """The sub-queue of `key`: active, backoff, unschedulable or gated (None: not queued)."""
+        with self._lock:
+            return self._where.get(key)
 
     def get(self, key: str) -> QueuedPod | None:
         """The queued entry of `key` (active, backoff or unschedulable)."""

@@ -16,6 +16,7 @@ the active queue runs empty (counting the queue walks every pending pod).
 
 from __future__ import annotations
 
+import collections
 import logging
 import random
 import time
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from policyd.errors import PolicydError
-from policyd.framework import ClusterFunctions, CompiledProfile, PodEvaluator
+from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
 from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
 from policyd.scheduler.attempts import (
     Attempt,
@@ -131,8 +132,10 @@ class SchedulingCycle(EventHandlers):
         if result.evaluated:
             status = "Success" if result.node is not None else "Unschedulable"
             metrics.observe_rule(name, "filters", "Filter", result.filter_seconds, status)
+            metrics.observe_extension_point("Filter", status, name, result.filter_seconds)
         if len(result.scores) or result.score_seconds:
             metrics.observe_rule(name, "scores", "Score", result.score_seconds)
+            metrics.observe_extension_point("Score", "Success", name, result.score_seconds)
 
     def _observe_attempt(
         self,
@@ -167,8 +170,15 @@ class SchedulingCycle(EventHandlers):
         if not force and now - self._pending_refreshed < PENDING_REFRESH_SECONDS:
             return
         self._pending_refreshed = now
+        counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        for parked in self.queue.unschedulable_pods():
+            for rule in parked.rejected_by:
+                counts[(f"{rule.policy}/{rule.name}", parked.profile.scheduler_name)] += 1
+        self.metrics.set_unschedulable(counts)
         pending = self.queue.pending()
-        self.metrics.set_pending(pending["active"], pending["backoff"], pending["unschedulable"])
+        self.metrics.set_pending(
+            pending["active"], pending["backoff"], pending["unschedulable"], pending["gated"]
+        )
 
     def _evaluator(self, profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> PodEvaluator:
         return profile.evaluator(pod.cel, self._cluster_functions(snapshot))
@@ -266,6 +276,7 @@ class SchedulingCycle(EventHandlers):
             return
         for waiting in decision.released:
             released_queued, released_pod = waiting.payload
+            self._observe_permit_wait(waiting, "Success")
             self._bind(released_queued, released_pod, waiting.node)
         self._bind(queued, assumed, node)
 
@@ -294,6 +305,7 @@ class SchedulingCycle(EventHandlers):
         if error is None:
             self.metrics.observe_bind("bound")
             self._observe_attempt(RESULT_SCHEDULED, queued.profile, started)
+            self.metrics.observe_scheduled(queued.attempts, self.clock.now() - queued.initial_timestamp)
             return
         if isinstance(error, BindError):
             self.metrics.observe_bind("conflict" if error.retry else "gone")
@@ -302,9 +314,24 @@ class SchedulingCycle(EventHandlers):
         retry = not isinstance(error, BindError) or error.retry
         self._observe_attempt(RESULT_ERROR, queued.profile, started, incoming="backoff" if retry else None)
 
+    def _observe_permit_wait(self, waiting: WaitingPod, result: str) -> None:
+        """How long a pod waited at permit (on the scheduler's clock) before `result`."""
+        if self.metrics is not None:
+            waited = self.clock.now() - (waiting.deadline - waiting.timeout)
+            self.metrics.observe_permit_wait(result, max(waited, 0.0))
+
     def _reject_waiting(self, waiting: WaitingPod, why: str) -> None:
+        """Unreserve a pod rejected at permit and requeue it; the freed room wakes parked pods.
+
+        As kube-scheduler's handleBindingCycleError: forgetting an assumed pod is an AssignedPodDelete
+        event (its requests had counted on the node), so pods parked behind the gang move at once, and
+        the rejected pod itself, whose cycle saw that move, goes to backoffQ rather than waiting for
+        the periodic flush of parked pods.
+        """
         queued, pod = waiting.payload
+        self._observe_permit_wait(waiting, "Unschedulable")
         self.cache.forget(waiting.key)
+        self._move(EVENT_POD_ASSIGNED_DELETE)
         message = f"{why} at permit {waiting.rule.name}"
         self.attempts.add(
             Attempt(

@@ -18,12 +18,13 @@ from policyd.framework import CompiledPolicySet
 from policyd.scheduler.algorithm.reuse import GroupCache
 from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.attempts import AttemptLog
-from policyd.scheduler.backend import ClusterBackend, KubeObject
+from policyd.scheduler.backend import Arrivals, ClusterBackend, KubeObject
 from policyd.scheduler.binder import Binder
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock, FakeClock, RealClock
 from policyd.scheduler.cluster import objects
 from policyd.scheduler.cluster.functions import cluster_functions_factory
+from policyd.scheduler.cluster.workloads import WorkloadIndex
 from policyd.scheduler.eventhandlers import PodInfoFactory
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
@@ -53,8 +54,10 @@ class Scheduler(SchedulingCycle):
         self._pod_info: PodInfoFactory = objects.pod_info
         # an updated pod's view is derived from the one held when only status or nodeName moved
         self._pod_info_update: Callable[[Any, KubeObject], PodInfoLike] = objects.pod_info_update
+        # the Services and controllers selecting pods (system default spread constraints)
+        self.workloads = WorkloadIndex()
         # one ClusterIndex per scheduler, kept across cycles
-        self._cluster_functions: ClusterFunctionsFactory = cluster_functions_factory()
+        self._cluster_functions: ClusterFunctionsFactory = cluster_functions_factory(workloads=self.workloads)
         self.queue = SchedulingQueue(self.clock, self.options.queue)
         self.cache = Cache(objects.node_info, self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()
@@ -99,13 +102,22 @@ class Scheduler(SchedulingCycle):
         self.binder.shutdown()
 
     def run_until_settled(
-        self, max_cycles: int = 1_000_000, progress: Callable[[int], None] | None = None
+        self,
+        max_cycles: int = 1_000_000,
+        progress: Callable[[int], None] | None = None,
+        arrivals: Arrivals | None = None,
     ) -> int:
-        """Schedule until nothing is left to try, skipping waits on the fake clock; returns cycles run."""
+        """Schedule until nothing is left to try, skipping waits on the fake clock; returns cycles run.
+
+        With `arrivals`, pods still to be created count as something to wait for: the clock moves
+        to the next creation when nothing else is due before it.
+        """
         if not isinstance(self.clock, FakeClock):
             raise TypeError("run_until_settled needs a FakeClock")
         cycles = 0
         while cycles < max_cycles:
+            if arrivals is not None:
+                arrivals.deliver_arrivals(self.clock.now())
             self.apply_events()
             for waiting in self.permits.expire():
                 self._reject_waiting(waiting, f"rejected due to timeout after waiting {waiting.timeout:g}s")
@@ -119,8 +131,11 @@ class Scheduler(SchedulingCycle):
             self.binder.wait_idle()
             if self.apply_events():
                 continue
+            next_arrival = arrivals.next_arrival() if arrivals is not None else None
             wake = [
-                t for t in (self.queue.next_backoff_expiry(), self.permits.next_deadline()) if t is not None
+                t
+                for t in (self.queue.next_backoff_expiry(), self.permits.next_deadline(), next_arrival)
+                if t is not None
             ]
             if not wake:
                 break

@@ -59,6 +59,11 @@ class PodInfoLike(Protocol):
         ...
 
     @property
+    def scheduling_gates(self) -> tuple[str, ...]:
+        """Names of spec.schedulingGates (non-empty: the pod waits at PreEnqueue)."""
+        ...
+
+    @property
     def start_time(self) -> float | None:
         """status.startTime in seconds since the epoch (None or 0: not started)."""
         ...

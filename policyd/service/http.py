@@ -17,6 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from policyd import lifecycle
+
 log = logging.getLogger(__name__)
 
 # A check returns None, True or Passed(detail) when healthy; a string, False, or an exception means failed.
@@ -113,7 +115,7 @@ class ServingEndpoints:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="http-serving", daemon=True)
         self._thread.start()
-        log.info("serving address=%s port=%d", self.address, self.port)
+        lifecycle.serving(self.address, self.port)
 
     def mark_shutting_down(self) -> None:
         """Fail /readyz from now on (graceful shutdown)."""

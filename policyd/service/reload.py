@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from policyd import lifecycle
 from policyd.compiler.profiles import compile_sources
 from policyd.compiler.profiles import texts_hash as content_hash
 from policyd.errors import Diagnostic, PolicydError, PolicyError, SourceSpan
@@ -252,12 +253,7 @@ class PolicyReloader:
             self.status.last_error = ""
             outcome = ReloadOutcome(True, generation, digest, changed=True)
             self._record(outcome)
-            log.info(
-                "policy set loaded generation=%d hash=%s sources=%r",
-                generation,
-                digest[:12],
-                self._describe(),
-            )
+            lifecycle.policy_set_loaded(new, self._describe())
             self.on_swap(new)
             return outcome
 
@@ -279,12 +275,7 @@ class PolicyReloader:
         self.status.last_ok = False
         self.status.last_error = outcome.error_text
         self._record(outcome)
-        log.error(
-            "policy reload failed; keeping generation=%d errors=%d\n%s",
-            self.status.generation,
-            len(outcome.diagnostics),
-            outcome.error_text,
-        )
+        lifecycle.policy_set_rejected(self.status.generation, len(outcome.diagnostics), outcome.error_text)
         if self.on_error is not None:
             self.on_error(outcome)
         return outcome

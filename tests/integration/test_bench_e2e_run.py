@@ -31,7 +31,7 @@ def test_tiny_workload_with_both_schedulers(tmp_path: Path, envtest_assets: Path
         assert r.peak_rss_mib > 10
         assert (r.qps, r.burst) == (50.0, 100)
     assert results[0].attempt_metric == "scheduler_e2e_scheduling_duration_seconds"
-    assert results[1].attempt_metric == "policyd_scheduling_attempt_duration_seconds"
+    assert results[1].attempt_metric == "scheduler_scheduling_attempt_duration_seconds"
     json_path, md_path = e2e_report.write_results(results, str(tmp_path))
     doc = json.loads(json_path.read_text())
     assert set(doc["ratios"]) == {"SchedulingBasic/500Nodes"}

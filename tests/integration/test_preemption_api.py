@@ -151,7 +151,7 @@ def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: K
     def sample(name: str, **labels: str) -> float:
         return metrics.registry.get_sample_value(name, labels) or 0.0
 
-    assert sample("policyd_preemption_victims_count") == 1
-    assert sample("policyd_preemption_victims_sum") == 2
-    assert sample("policyd_schedule_attempts_total", result="scheduled", profile="policyd") == 1
+    assert sample("scheduler_preemption_victims_count") == 1
+    assert sample("scheduler_preemption_victims_sum") == 2
+    assert sample("scheduler_schedule_attempts_total", result="scheduled", profile="policyd") == 1
     assert sample("policyd_binding_total", result="bound") == 1

@@ -24,7 +24,15 @@ from typing import Any
 
 from policyd.backends.kube.client import ApiError, KubeClient, PermissionDenied, object_path
 from policyd.backends.kube.events import EventRecorder, ObjectRef, PodStatusWriter
-from policyd.backends.kube.informer import NODES, PODS, PRIORITY_CLASSES, Informer, pdb_resource
+from policyd.backends.kube.informer import (
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    WORKLOADS,
+    Informer,
+    Resource,
+    pdb_resource,
+)
 from policyd.scheduler.backend import BindError, EventHandler
 from policyd.scheduler.snapshot import PodInfoLike
 
@@ -88,6 +96,7 @@ class ApiBackend:
         self.pods: Informer | None = None
         self.pdbs: Informer | None = None
         self.priority_classes: Informer | None = None
+        self.workloads: list[Informer] = []  # Services, ReplicationControllers, ReplicaSets, StatefulSets
         # status patches and victim deletions, in order, off the scheduling loop
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-writes")
         self._pending_lock = threading.Lock()
@@ -129,8 +138,11 @@ class ApiBackend:
                 on_forbidden=self._forbidden,
             )
         self.priority_classes = Informer(self.client, PRIORITY_CLASSES, on_forbidden=self._forbidden)
+        self.workloads = [self._workload_informer(resource, handler) for resource in WORKLOADS]
         self.informers = [
-            i for i in (self.nodes, self.pdbs, self.priority_classes, self.pods) if i is not None
+            i
+            for i in (self.nodes, self.pdbs, self.priority_classes, *self.workloads, self.pods)
+            if i is not None
         ]
         self.nodes.start()
         # nodes before pods: assigned pods find their node in the cache
@@ -146,6 +158,18 @@ class ApiBackend:
                 log.error("informer caches did not sync timeout=%.0fs", self.sync_timeout)
 
         threading.Thread(target=announce, name="informer-sync", daemon=True).start()
+
+    def _workload_informer(self, resource: Resource, handler: EventHandler) -> Informer:
+        """An informer delivering one workload kind (list items carry no kind: the resource names it)."""
+        kind = resource.kind
+        return Informer(
+            self.client,
+            resource,
+            on_add=lambda obj: handler.on_workload_add(kind, obj),
+            on_update=lambda old, new: handler.on_workload_update(kind, old, new),
+            on_delete=lambda obj: handler.on_workload_delete(kind, obj),
+            on_forbidden=self._forbidden,
+        )
 
     def _forbidden(self, err: ApiError) -> None:
         log.error("permission denied err=%s", err)
@@ -310,6 +334,14 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("watch", "policy", "poddisruptionbudgets"),
     ("list", "scheduling.k8s.io", "priorityclasses"),
     ("watch", "scheduling.k8s.io", "priorityclasses"),
+    ("list", "", "services"),
+    ("watch", "", "services"),
+    ("list", "", "replicationcontrollers"),
+    ("watch", "", "replicationcontrollers"),
+    ("list", "apps", "replicasets"),
+    ("watch", "apps", "replicasets"),
+    ("list", "apps", "statefulsets"),
+    ("watch", "apps", "statefulsets"),
 )
 LEASE_PERMISSIONS = (
     ("get", "coordination.k8s.io", "leases"),

@@ -54,6 +54,13 @@ NODES = Resource("v1", "nodes", "Node")
 # kube-scheduler's informer skips terminal pods: they hold no resources and are never scheduled
 PODS = Resource("v1", "pods", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass")
+# the workloads selecting pods, read for kube-scheduler's system default spread constraints
+WORKLOADS = (
+    Resource("v1", "services", "Service"),
+    Resource("v1", "replicationcontrollers", "ReplicationController"),
+    Resource("apps/v1", "replicasets", "ReplicaSet"),
+    Resource("apps/v1", "statefulsets", "StatefulSet"),
+)
 
 
 def served_version(client: KubeClient, group: str, versions: tuple[str, ...], plural: str) -> str | None:

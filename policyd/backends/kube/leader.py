@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from policyd import lifecycle
 from policyd.backends.kube.client import JSON, ApiError, KubeClient, object_path
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ class LeaderElector:
             self._stop.wait(cfg.retry_period * (1 + 0.2 * (secrets.randbelow(1000) / 1000)))
         if self._stop.is_set():
             return
-        log.info("became leader lease=%s/%s identity=%s", cfg.namespace, cfg.name, self.identity)
+        lifecycle.leader_elected(f"{cfg.namespace}/{cfg.name}", self.identity)
         if self.on_started_leading is not None:
             threading.Thread(target=self.on_started_leading, name="leader-started", daemon=True).start()
         # renew
@@ -175,12 +176,10 @@ class LeaderElector:
                 with self._lock:
                     self._leading = False
                 self._stopped_leading.set()
-                log.error(
-                    "leader lost: failed to renew lease within the renew deadline lease=%s/%s identity=%s err=%s",
-                    cfg.namespace,
-                    cfg.name,
+                lifecycle.leader_lost(
+                    f"{cfg.namespace}/{cfg.name}",
                     self.identity,
-                    self.last_error,
+                    f"failed to renew the lease within the renew deadline: {self.last_error}",
                 )
                 if self.on_stopped_leading is not None:
                     self.on_stopped_leading()

@@ -27,6 +27,7 @@ from policyd.scheduler.cluster.tables import (
     SnapshotRows,
     SnapshotTables,
 )
+from policyd.scheduler.cluster.workloads import WorkloadIndex
 
 PodKey = tuple[str, str, str]
 T = TypeVar("T")
@@ -54,9 +55,12 @@ class ClusterFunctions:
         snapshot: ClusterSnapshot,
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         index: ClusterIndex | None = None,
+        workloads: WorkloadIndex | None = None,
     ) -> None:
-        """`index`: the scheduler's, kept across cycles (None: a fresh one for this snapshot alone)."""
+        """`index`: the scheduler's, kept across cycles (None: a fresh one for this snapshot alone);
+        `workloads`: the Services and controllers selecting pods (system default spread)."""
         self._snapshot = snapshot
+        self._workloads = workloads
         self._namespace_labels = namespace_labels or {}
         self._index = index if index is not None else ClusterIndex()
         self._tables: SnapshotTables | None = None  # bound on first use
@@ -149,9 +153,9 @@ class ClusterFunctions:
         return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))
 
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
-        if not spread_constraints(pod, when)[0]:
+        if not spread_constraints(pod, when, self._workloads)[0]:
             return []  # nothing to count (and no tables to bring up to date)
-        return spread.filter_state(self._bound(), pod, when)
+        return spread.filter_state(self._bound(), pod, when, self._workloads)
 
     def topology_spread_score(self, pod: CelObject, node: CelObject) -> int:
         """Raw PodTopologySpread score of a feasible node (rounded); -1 when the node is ignored."""
@@ -164,9 +168,9 @@ class ClusterFunctions:
         return state["range"]  # type: ignore[no-any-return]
 
     def _spread_score_state(self, pod: CelObject) -> dict[str, Any]:
-        if not spread_constraints(pod, SCHEDULE_ANYWAY)[0]:
+        if not spread_constraints(pod, SCHEDULE_ANYWAY, self._workloads)[0]:
             return spread.inactive_score_state()
-        return spread.score_state(self._bound(), pod, self._feasible_rows(pod))
+        return spread.score_state(self._bound(), pod, self._feasible_rows(pod), self._workloads)
 
     # -- InterPodAffinity ---------------------------------------------------------------------
 
@@ -197,12 +201,13 @@ class ClusterFunctions:
 
 
 def cluster_functions_factory(
-    max_tables: int = DEFAULT_MAX_TABLES,
+    max_tables: int = DEFAULT_MAX_TABLES, workloads: WorkloadIndex | None = None
 ) -> Callable[[ClusterSnapshot], ClusterFunctions]:
-    """A `ClusterFunctions` factory for one scheduler: all share one long-lived `ClusterIndex`."""
+    """A `ClusterFunctions` factory for one scheduler: all share one long-lived `ClusterIndex` (and
+    the scheduler's `WorkloadIndex`)."""
     index = ClusterIndex(max_tables)
 
     def make(snapshot: ClusterSnapshot) -> ClusterFunctions:
-        return ClusterFunctions(snapshot, index=index)
+        return ClusterFunctions(snapshot, index=index, workloads=workloads)
 
     return make

@@ -58,6 +58,8 @@ class PodInfo:
     start_time: float | None
     owner_key: str
     phase: str
+    # names of spec.schedulingGates: the pod waits at PreEnqueue until the list is empty
+    scheduling_gates: tuple[str, ...]
     # the original API dict, for back-ends only (binding, events); never read on the hot path
     raw: Mapping[str, Any] = field(repr=False)
     # the CEL-visible dict (docs/DESIGN.md, `Pod`)
@@ -213,6 +215,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
         start_time=started,
         owner_key=owner_key,
         phase=phase,
+        scheduling_gates=tuple(str(g.get("name", "")) for g in cel_spec.get("schedulingGates", [])),
         raw=obj,
         cel=cel,
     )

@@ -28,6 +28,7 @@ from policyd.scheduler.cluster.tables import (
     IntpArray,
     SnapshotTables,
 )
+from policyd.scheduler.cluster.workloads import WorkloadIndex
 
 
 def inactive_score_state() -> dict[str, Any]:
@@ -64,9 +65,11 @@ def _all_keys(tables: SnapshotTables, domains: Mapping[str, Domains]) -> BoolArr
     return mask
 
 
-def filter_state(tables: SnapshotTables, pod: CelObject, when: str) -> list[dict[str, Any]]:
+def filter_state(
+    tables: SnapshotTables, pod: CelObject, when: str, workloads: WorkloadIndex | None = None
+) -> list[dict[str, Any]]:
     """The pod's constraints of one kind with their domain counts (`cluster.topologySpread`)."""
-    constraints, _ = spread_constraints(pod, when)
+    constraints, _ = spread_constraints(pod, when, workloads)
     if not constraints:
         return []
     ns = str(pod.get("namespace", ""))
@@ -87,9 +90,11 @@ def filter_state(tables: SnapshotTables, pod: CelObject, when: str) -> list[dict
     return [spread_constraint_state(c, pod, sums.counts(c.topology_key)) for c in constraints]
 
 
-def score_state(tables: SnapshotTables, pod: CelObject, feasible: IntpArray) -> dict[str, Any]:
+def score_state(
+    tables: SnapshotTables, pod: CelObject, feasible: IntpArray, workloads: WorkloadIndex | None = None
+) -> dict[str, Any]:
     """Raw scores by node name and their `{active, min, max}` over the `feasible` rows (PreScore)."""
-    constraints, defaulted = spread_constraints(pod, SCHEDULE_ANYWAY)
+    constraints, defaulted = spread_constraints(pod, SCHEDULE_ANYWAY, workloads)
     if not constraints or not feasible.size or not tables.n:
         return inactive_score_state()
     require_all = not defaulted

@@ -14,6 +14,7 @@ from policyd.scheduler.cluster.selectors import (
     required_node_affinity_matches,
     tolerates_node_taints,
 )
+from policyd.scheduler.cluster.workloads import WorkloadIndex
 
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ZONE = "topology.kubernetes.io/zone"
@@ -50,8 +51,15 @@ class SpreadConstraint:
         return not self.honor_node_taints or tolerates_node_taints(pod.get("tolerations") or (), node)
 
 
-def spread_constraints(pod: CelObject, when: str) -> tuple[list[SpreadConstraint], bool]:
-    """The pod's constraints with `whenUnsatisfiable == when`; second: True when system-defaulted."""
+def spread_constraints(
+    pod: CelObject, when: str, workloads: WorkloadIndex | None = None
+) -> tuple[list[SpreadConstraint], bool]:
+    """The pod's constraints with `whenUnsatisfiable == when`; second: True when system-defaulted.
+
+    The system default constraints select with `workloads.default_selector` (Services and the
+    controller selecting the pod); a controller `workloads` does not hold falls back to the pods of
+    the same controller (policyd.scheduler.cluster.workloads).
+    """
     raw_list = pod.get("topologySpreadConstraints") or ()
     labels = labels_of(pod)
     if raw_list:
@@ -79,8 +87,22 @@ def spread_constraints(pod: CelObject, when: str) -> tuple[list[SpreadConstraint
         return out, False
     if when != SCHEDULE_ANYWAY:
         return [], True
+    default = workloads.default_selector(pod) if workloads is not None else None
+    if default is not None:
+        return [
+            SpreadConstraint(
+                topology_key=key,
+                max_skew=skew,
+                min_domains=1,
+                matches=lambda p, s=default: s.matches(labels_of(p)),  # type: ignore[misc]
+                selector_empty=False,
+                selector_key=("selector", default),
+            )
+            for key, skew in SYSTEM_DEFAULT_CONSTRAINTS
+        ], True
     owner = str(pod.get("ownerKey") or "")
-    if owner.split("/", 1)[0] not in DEFAULT_SELECTOR_OWNER_KINDS:
+    known = workloads is not None and workloads.controller_known(pod)
+    if owner.split("/", 1)[0] not in DEFAULT_SELECTOR_OWNER_KINDS or known:
         return [], True
     return [
         SpreadConstraint(

@@ -27,6 +27,7 @@ def _objects() -> list[dict[str, Any]]:
         make_pod("web-2", cpu="100m", priority_class="high"),
         make_pdb("web", {"app": "web"}, min_available=1),
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "default"}},
     ]
 
 
@@ -74,13 +75,17 @@ def test_in_memory_objects_and_views() -> None:
 
 
 def test_unquoted_yaml_timestamps_stay_strings() -> None:
-    c = load_cluster_text("kind: Pod\nmetadata:\n  name: p\n  creationTimestamp: 2024-01-01T00:00:00Z\n")
+    c = load_cluster_text(
+        "kind: Pod\nmetadata:\n  name: p\n  creationTimestamp: 2024-01-01T00:00:00Z\n"
+        "spec:\n  containers: [{name: c}]\n"
+    )
     assert c.pods[0]["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"
 
 
 def test_namespace_defaults_for_pods_and_pdbs() -> None:
     c = load_cluster_text(
-        "kind: Pod\nmetadata: {name: p}\n---\nkind: PodDisruptionBudget\nmetadata: {name: b}\n"
+        "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n"
+        "---\nkind: PodDisruptionBudget\nmetadata: {name: b}\n"
     )
     assert c.pods[0]["metadata"]["namespace"] == "default"
     assert c.pdbs[0]["metadata"]["namespace"] == "default"
@@ -115,7 +120,9 @@ def test_priority_admission_errors() -> None:
         )
     bad = make_priority_class("a", 1)
     bad["value"] = "high"
-    with pytest.raises(ClusterDataError, match="value must be an integer"):
+    with pytest.raises(
+        ClusterDataError, match='priorityclass a: value: Invalid value: "high": must be of type integer'
+    ):
         cluster_objects([bad])
 
 
@@ -123,7 +130,8 @@ def test_other_kinds_are_ignored_with_a_log_note(caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.INFO, logger="policyd.backends.cluster_file"):
         c = cluster_objects(_objects())
     assert len(c.pods) == 2
-    assert "kind=Service count=1" in caplog.text
+    assert [w["metadata"]["name"] for w in c.workloads] == ["web"]  # Services select pods: kept
+    assert "kind=ConfigMap count=1" in caplog.text
 
 
 @pytest.mark.parametrize(

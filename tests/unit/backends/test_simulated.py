@@ -8,7 +8,9 @@ import pytest
 
 from policyd.backends.simulated import SimulatedCluster
 from policyd.scheduler.backend import BindError
-from tests.unit.scheduler.fakes import fake_pod_info, node_obj, pod_obj
+from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
+from tests.unit.scheduler.fakes import FakeProfile, fake_pod_info, node_obj, pod_obj, policy_set
 
 
 class Recorder:
@@ -73,3 +75,40 @@ def test_delete_emits_and_records() -> None:
     cluster.delete_pod(fake_pod_info(pod_obj("v", node="n1")), None)
     assert cluster.deleted == ["default/v"] and cluster.pod("default/v") is None
     assert rec.calls[-1] == ("on_pod_delete", "v")
+
+
+def test_replayed_arrivals_enter_the_queue_at_their_creation_time() -> None:
+    """Each pending pod is created when the fake clock reaches its creationTimestamp (offset from the
+    earliest), the clock jumping over idle time; a pod without a timestamp arrives at once."""
+
+    def created(name: str, stamp: str | None) -> dict[str, Any]:
+        obj = pod_obj(name, "100m")
+        if stamp is not None:
+            obj["metadata"]["creationTimestamp"] = stamp
+        return obj
+
+    pods = [
+        created("third", "2024-01-01T00:02:30Z"),
+        created("first", "2024-01-01T00:00:00+00:00"),
+        created("second", "2024-01-01T00:00:45Z"),
+        created("untimed", None),
+    ]
+    cluster = SimulatedCluster([node_obj("a", 4000)], pods, replay_arrivals=True)
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(bind_workers=0, adopt_unknown_schedulers=True),
+    )
+    cluster.start(sched)
+    assert cluster.next_arrival() == 45.0
+    sched.run_until_settled(arrivals=cluster)
+    times = {key: sched.attempts.for_pod(key)[0].time for key in sched.attempts.pods()}
+    assert times == {
+        "default/first": 0.0,
+        "default/untimed": 0.0,
+        "default/second": 45.0,
+        "default/third": 150.0,
+    }
+    assert cluster.next_arrival() is None
+    assert all(cluster.node_of(f"default/{n}") == "a" for n in ("first", "second", "third", "untimed"))

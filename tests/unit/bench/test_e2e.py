@@ -83,7 +83,7 @@ def test_first_histogram_prefers_the_first_present_name() -> None:
     name, hist = report.first_histogram(text, e2e.ATTEMPT_METRICS[e2e.KUBE_SCHEDULER])
     assert name == "scheduler_scheduling_attempt_duration_seconds" and hist.count == 110
     name, hist = report.first_histogram("", e2e.ATTEMPT_METRICS[e2e.POLICYD])
-    assert name == "policyd_scheduling_attempt_duration_seconds" and hist.count == 0
+    assert name == "scheduler_scheduling_attempt_duration_seconds" and hist.count == 0
 
 
 def result(workload: str, scheduler: str, pods_per_second: float) -> report.E2EResult:

@@ -36,6 +36,7 @@ class FakePod:
     preemption_policy: str = "PreemptLowerPriority"
     start_time: float = 0.0
     nominated_node_name: str = ""
+    scheduling_gates: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

@@ -78,7 +78,7 @@ def test_moved_pod_still_backing_off_goes_to_backoff_queue() -> None:
     assert qp
     q.add_unschedulable(qp, [FIT])
     q.move_on_event(EVENT_POD_ASSIGNED_DELETE)
-    assert q.pending() == {"active": 0, "backoff": 1, "unschedulable": 0}
+    assert q.pending() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0}
     assert q.pop() is None
     clock.advance(1.0)
     q.flush()
@@ -138,3 +138,26 @@ def test_nominated_pods_tracked_per_node() -> None:
     assert q.nominated_pods("n1") == [] and q.nominated_pods("n2") == [p]
     q.delete(p.key)
     assert q.nominated_pods("n2") == []
+
+
+def test_gated_pod_waits_apart_until_its_gates_are_removed() -> None:
+    """PreEnqueue: a pod with scheduling gates is counted as gated, never popped, never moved by
+    cluster events or flushes; the update that removes its last gate puts it in activeQ."""
+    q, clock = make_queue()
+    q.add(FakePod("g", scheduling_gates=("example.com/a", "example.com/b")), PROFILE)
+    q.add(FakePod("free"), PROFILE)
+    assert q.pending() == {"active": 1, "backoff": 0, "unschedulable": 0, "gated": 1}
+    assert q.where("default/g") == "gated"
+    assert q.pop().key == "default/free"  # type: ignore[union-attr]
+    assert q.move_on_event(EVENT_POLICY_CHANGE) == 0
+    clock.advance(600)
+    q.flush_unschedulable()
+    q.flush_backoff()
+    assert q.pop() is None
+    q.update(FakePod("g", scheduling_gates=("example.com/b",)))
+    assert q.where("default/g") == "gated" and q.pop() is None
+    q.update(FakePod("g"))
+    assert q.where("default/g") == "active"
+    assert [qp.key for qp in q.gated_pods()] == []
+    popped = q.pop()
+    assert popped is not None and popped.key == "default/g" and popped.attempts == 1

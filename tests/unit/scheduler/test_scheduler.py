@@ -7,6 +7,7 @@ from typing import Any
 from policyd.backends.simulated import SimulatedCluster
 from policyd.framework import PermitSpec, RuleRef
 from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 from tests.unit.scheduler.fakes import FakeProfile, node_obj, pod_obj, policy_set
 
@@ -160,12 +161,32 @@ def test_gang_times_out_and_unreserves_everyone() -> None:
     pods = [pod_obj(f"g{i}", "100m") for i in range(2)]
     for p in pods:
         p["metadata"]["labels"] = {"group": "g"}
-    sched, cluster = make([node_obj("a", 4000)], pods, gang_profile(3))
+    # an incomplete gang is retried (after a backoff) at every timeout, as kube-scheduler does: bound it
+    sched, cluster = make([node_obj("a", 4000)], pods, gang_profile(3), max_attempts=2)
     sched.run_until_settled()
     assert cluster.node_of("default/g0") is None and cluster.node_of("default/g1") is None
     assert not sched.cache.is_assumed("default/g0") and not sched.cache.is_assumed("default/g1")
     assert sched.clock.now() >= 60.0
     assert any("rejected due to timeout after waiting 60s" in e.message for e in cluster.events)
+
+
+def test_gang_timeout_requeues_at_once_and_frees_the_node_for_parked_pods() -> None:
+    """An incomplete gang holds the node until its permit times out; then the pod parked behind it
+    is scheduled at once (not after the 5-minute flush) and the gang's pods go to backoffQ."""
+    gang = [pod_obj(f"g{i}", "400m") for i in range(2)]
+    for p in gang:
+        p["metadata"]["labels"] = {"group": "g"}
+    sched, cluster = make(
+        [node_obj("a", 1000)], [*gang, pod_obj("p", "600m")], gang_profile(3), max_attempts=2
+    )
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a"
+    (first, second) = sched.attempts.for_pod("default/p")
+    assert first.result == "unschedulable" and second.result == "scheduled"
+    assert 60.0 <= second.time < 61.0  # right after the timeout, not after the 300 s flush
+    gang_attempts = [a for a in sched.attempts.for_pod("default/g0") if a.result != "rejected"]
+    assert len(gang_attempts) == 2  # retried after a backoff, not parked until the flush
+    assert gang_attempts[1].time < 300.0
 
 
 class FailingOnce(SimulatedCluster):
@@ -193,3 +214,34 @@ def test_bind_failure_forgets_and_retries_with_backoff() -> None:
     assert clock.now() >= 1.0  # waited out the backoff
     assert [e.reason for e in cluster.events] == ["FailedScheduling", "Scheduled"]
     sched.binder.shutdown()
+
+
+def test_gated_pod_is_not_attempted_until_an_update_removes_its_gates() -> None:
+    """PreEnqueue on the simulated back-end with the real pod conversion and metrics."""
+    gated = pod_obj("g", "100m", schedulingGates=[{"name": "example.com/quota"}])
+    cluster = SimulatedCluster([node_obj("a", 1000)], [gated, pod_obj("p", "100m")], [])
+    metrics = SchedulerMetrics()
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0),
+        metrics=metrics,
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    assert cluster.node_of("default/p") == "a" and cluster.node_of("default/g") is None
+    assert sched.attempts.for_pod("default/g") == []
+    assert [qp.key for qp in sched.queue.gated_pods()] == ["default/g"]
+    assert "default/g" not in sched.unschedulable()
+    sample = metrics.registry.get_sample_value
+    assert sample("scheduler_pending_pods", {"queue": "gated"}) == 1
+    assert sample("scheduler_queue_incoming_pods_total", {"queue": "gated", "event": "PodAdd"}) == 1
+
+    cluster.update_pod({**gated, "spec": {**gated["spec"], "schedulingGates": []}})
+    sched.run_until_settled()
+    assert cluster.node_of("default/g") == "a"
+    assert [a.result for a in sched.attempts.for_pod("default/g")] == ["scheduled"]
+    assert sample("scheduler_pending_pods", {"queue": "gated"}) == 0
+    event = {"queue": "active", "event": "UpdatePodSchedulingGatesEliminated"}
+    assert sample("scheduler_queue_incoming_pods_total", event) == 1

@@ -61,7 +61,7 @@ def test_scheduled_unschedulable_and_preemption_are_counted() -> None:
     assert cluster.node_of("default/huge") is None
     assert len(cluster.deleted) == 1
 
-    attempts = "policyd_schedule_attempts_total"
+    attempts = "scheduler_schedule_attempts_total"
     scheduled = value(m, attempts, result="scheduled", profile="policyd")
     unschedulable = value(m, attempts, result="unschedulable", profile="policyd")
     assert scheduled == 3  # small-1, small-2, high (after preemption)
@@ -69,25 +69,25 @@ def test_scheduled_unschedulable_and_preemption_are_counted() -> None:
     assert value(m, attempts, result="error", profile="policyd") == 0
     total = scheduled + unschedulable
     assert (
-        value(m, "policyd_scheduling_attempt_duration_seconds_count", result="scheduled", profile="policyd")
+        value(m, "scheduler_scheduling_attempt_duration_seconds_count", result="scheduled", profile="policyd")
         == 3
     )
-    assert value(m, "policyd_scheduling_algorithm_duration_seconds_count") == total
+    assert value(m, "scheduler_scheduling_algorithm_duration_seconds_count") == total
 
     # every unschedulable attempt runs PostFilter; one of them found a victim
-    assert value(m, "policyd_preemption_attempts_total") == 2
-    assert value(m, "policyd_preemption_victims_count") == 1
-    assert value(m, "policyd_preemption_victims_sum") == 1
+    assert value(m, "scheduler_preemption_attempts_total") == 2
+    assert value(m, "scheduler_preemption_victims_count") == 1
+    assert value(m, "scheduler_preemption_victims_sum") == 1
 
     assert value(m, "policyd_binding_total", result="bound") == 3
-    assert value(m, "policyd_queue_incoming_pods_total", queue="active", event="PodAdd") == 4
-    incoming = "policyd_queue_incoming_pods_total"
+    assert value(m, "scheduler_queue_incoming_pods_total", queue="active", event="PodAdd") == 4
+    incoming = "scheduler_queue_incoming_pods_total"
     assert value(m, incoming, queue="unschedulable", event="ScheduleAttemptFailure") == 2
     # the victim's deletion woke the nominated pod, whose backoff had not expired on the fake clock
     assert value(m, incoming, queue="backoff", event="AssignedPodDelete") == 1
 
     # rule time per profile and phase, once per attempt that filtered / scored
-    filters = "policyd_plugin_execution_duration_seconds_count"
+    filters = "scheduler_plugin_execution_duration_seconds_count"
     assert value(m, filters, plugin="policyd/filters", extension_point="Filter", status="Unschedulable") == 2
     assert value(m, filters, plugin="policyd/filters", extension_point="Filter", status="Success") == 3
     scored = value(
@@ -95,10 +95,22 @@ def test_scheduled_unschedulable_and_preemption_are_counted() -> None:
     )
     assert scored == 3  # every attempt that found a node scored it (high: its nominated node)
 
+    # kube-scheduler's per-pod histograms: three pods bound, high after two attempts
+    assert value(m, "scheduler_pod_scheduling_attempts_count") == 3
+    assert value(m, "scheduler_pod_scheduling_attempts_sum") == 4
+    assert value(m, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 2
+    assert value(m, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="2") == 1
+    assert value(m, "scheduler_pod_scheduling_attempts_bucket", le="2.0") == 3
+    point = "scheduler_framework_extension_point_duration_seconds_count"
+    assert value(m, point, extension_point="Filter", status="Unschedulable", profile="policyd") == 2
+    assert value(m, point, extension_point="Filter", status="Success", profile="policyd") == 3
+    # the parked pod counted under the rule that rejected it (plugin = policy/rule)
+    assert value(m, "scheduler_unschedulable_pods", plugin="fit/Fit", profile="policyd") == 1
+
     # settled: only huge is left, parked
-    assert value(m, "policyd_pending_pods", queue="unschedulable") == 1
-    assert value(m, "policyd_pending_pods", queue="active") == 0
-    assert value(m, "policyd_pending_pods", queue="backoff") == 0
+    assert value(m, "scheduler_pending_pods", queue="unschedulable") == 1
+    assert value(m, "scheduler_pending_pods", queue="active") == 0
+    assert value(m, "scheduler_pending_pods", queue="backoff") == 0
 
 
 def test_no_metrics_object_is_fine() -> None:

@@ -70,7 +70,7 @@ def test_shutdown_fails_readiness(server: ServingEndpoints) -> None:
 def test_metrics_and_configz(server: ServingEndpoints) -> None:
     status, ctype, body = get(server.url + "/metrics")
     assert status == 200 and ctype.startswith("text/plain")
-    assert 'policyd_schedule_attempts_total{profile="policyd",result="scheduled"} 1.0' in body
+    assert 'scheduler_schedule_attempts_total{profile="policyd",result="scheduled"} 1.0' in body
     status, ctype, body = get(server.url + "/configz")
     assert status == 200 and ctype == "application/json"
     assert json.loads(body) == {"profiles": [{"schedulerName": "policyd"}]}

@@ -1,0 +1,110 @@
+"""Cluster files are validated as the API server would: every violation names file, line, object, field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from policyd.backends.cluster_file import load_cluster_text
+from policyd.errors import ClusterDataError
+
+
+def node(name: str = "n1", **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": status or {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def pod(name: str = "x", **spec: Any) -> dict[str, Any]:
+    body = {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {**body, **spec}}
+
+
+def errors(*objects: dict[str, Any]) -> list[str]:
+    text = yaml.safe_dump_all(objects)
+    with pytest.raises(ClusterDataError) as info:
+        load_cluster_text(text, "c.yaml")
+    return str(info.value).splitlines()
+
+
+def resources(requests: dict[str, Any], limits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    res: dict[str, Any] = {"requests": requests}
+    if limits is not None:
+        res["limits"] = limits
+    return [{"name": "c", "image": "nginx", "resources": res}]
+
+
+def test_a_valid_file_loads() -> None:
+    loaded = load_cluster_text(yaml.safe_dump_all([node(), pod()]), "c.yaml")
+    assert len(loaded.nodes) == 1 and len(loaded.pods) == 1
+
+
+def test_invalid_quantity_names_file_line_object_and_field() -> None:
+    bad = pod(containers=resources({"cpu": "abc"}))
+    line = yaml.safe_dump_all([node(), bad]).splitlines().index("---") + 2  # the pod's first line
+    assert errors(node(), bad) == [
+        f'c.yaml:{line}: pod default/x: spec.containers[0].resources.requests.cpu: invalid quantity "abc"'
+    ]
+
+
+def test_negative_request_and_request_above_limit() -> None:
+    bad = pod(containers=resources({"cpu": "-1", "memory": "2Gi"}, {"memory": "1Gi"}))
+    assert [e.split(": ", 2)[2] for e in errors(bad)] == [
+        'spec.containers[0].resources.requests.cpu: Invalid value: "-1": must be greater than or equal to 0',
+        'spec.containers[0].resources.requests.memory: Invalid value: "2Gi": must be less than or equal to '
+        "memory limit of 1Gi",
+    ]
+
+
+def test_pod_without_containers_and_without_spec() -> None:
+    no_spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "namespace": "team"}}
+    found = errors(pod("empty", containers=[]), no_spec)
+    assert [e.split(": ", 1)[1] for e in found] == [
+        "pod default/empty: spec.containers: Required value",
+        "pod team/bare: spec: Required value",
+    ]
+
+
+def test_node_without_allocatable_or_capacity_and_bad_allocatable() -> None:
+    found = errors(node("empty", conditions=[]), node("neg", allocatable={"cpu": "-2", "memory": "1Gx"}))
+    assert [e.split(": ", 1)[1] for e in found] == [
+        "node empty: status.allocatable: Required value: a node needs allocatable (or capacity) resources",
+        'node neg: status.allocatable.cpu: Invalid value: "-2": must be greater than or equal to 0',
+        'node neg: status.allocatable.memory: invalid quantity "1Gx"',
+    ]
+
+
+def test_shapes_enumerations_and_tolerations() -> None:
+    bad = pod(
+        tolerations=[{"key": "k", "operator": "Exists", "value": "v"}, {"operator": "Sometimes"}],
+        topologySpreadConstraints=[
+            {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+        ],
+        priority="high",
+    )
+    found = [e.split(": ", 2)[2] for e in errors(bad)]
+    assert found == [
+        'spec.priority: Invalid value: "high": must be of type integer',
+        'spec.tolerations[1].operator: Unsupported value: "Sometimes": supported values: "Exists", "Equal"',
+        "spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than or equal to 1",
+        "spec.tolerations[0].value: value must be empty when `operator` is 'Exists'",
+        "spec.tolerations[1].operator: operator must be Exists when `key` is empty",
+    ]
+
+
+def test_pdb_with_both_bounds() -> None:
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b"},
+        "spec": {"minAvailable": 1, "maxUnavailable": "x%"},
+    }
+    assert [e.split(": ", 1)[1] for e in errors(pdb)] == [
+        "poddisruptionbudget default/b: spec: minAvailable and maxUnavailable cannot be both set",
+        'poddisruptionbudget default/b: spec.maxUnavailable: Invalid value: "x%": must be an integer or a percentage',
+    ]
