@@ -33,7 +33,14 @@ _KINDS = {
     "Pod": "pods",
     "PodDisruptionBudget": "pdbs",
     "PriorityClass": "priority_classes",
+    "PersistentVolume": "persistent_volumes",
+    "PersistentVolumeClaim": "persistent_volume_claims",
+    "StorageClass": "storage_classes",
+    "CSINode": "csi_nodes",
+    "CSIDriver": "csi_drivers",
 }
+# namespaced kinds (the default namespace when none is given)
+_NAMESPACED = ("Pod", "PodDisruptionBudget", "PersistentVolumeClaim")
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,22 @@ class ClusterObjects:
     pods: tuple[Obj, ...] = ()
     pdbs: tuple[Obj, ...] = ()
     priority_classes: tuple[Obj, ...] = ()
+    persistent_volumes: tuple[Obj, ...] = ()
+    persistent_volume_claims: tuple[Obj, ...] = ()
+    storage_classes: tuple[Obj, ...] = ()
+    csi_nodes: tuple[Obj, ...] = ()
+    csi_drivers: tuple[Obj, ...] = ()
     source: str = "<objects>"
+
+    def storage(self) -> tuple[Obj, ...]:
+        """The storage objects (StorageClasses, CSIDrivers, CSINodes, PVs, PVCs), each with its kind."""
+        return (
+            *self.storage_classes,
+            *self.csi_drivers,
+            *self.csi_nodes,
+            *self.persistent_volumes,
+            *self.persistent_volume_claims,
+        )
 
 
 # -- YAML with line numbers and without timestamp conversion -------------------------------------
@@ -152,7 +174,7 @@ def _check_object(obj: Mapping[str, Any], where: str) -> Obj:
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ClusterDataError(f"{where}: {obj.get('kind')} without metadata.name")
     out = dict(obj)
-    if out["kind"] in ("Pod", "PodDisruptionBudget") and not meta.get("namespace"):
+    if out["kind"] in _NAMESPACED and not meta.get("namespace"):
         out["metadata"] = {**meta, "namespace": "default"}
     return out
 
@@ -161,7 +183,7 @@ def _object_key(obj: Mapping[str, Any]) -> str:
     """`namespace/name` for namespaced objects, `name` otherwise."""
     meta = obj["metadata"]
     ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns and obj["kind"] in ("Pod", "PodDisruptionBudget") else meta["name"]
+    return f"{ns}/{meta['name']}" if ns and obj["kind"] in _NAMESPACED else meta["name"]
 
 
 def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str]) -> list[Obj]:
@@ -202,6 +224,21 @@ def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str
     return out
 
 
+def _class_defaults(sc: Obj) -> Obj:
+    """API defaulting of a StorageClass: volumeBindingMode Immediate, reclaimPolicy Delete."""
+    return {"volumeBindingMode": "Immediate", "reclaimPolicy": "Delete", **sc}
+
+
+def _volume_defaults(pv: Obj) -> Obj:
+    """A PV without status gets the phase the PV controller would give it (Bound when claimed, else
+    Available)."""
+    status = pv.get("status") or {}
+    if status.get("phase"):
+        return pv
+    phase = "Bound" if (pv.get("spec") or {}).get("claimRef") else "Available"
+    return {**pv, "status": {**status, "phase": phase}}
+
+
 def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names and duplicates, resolve priorities."""
     buckets: dict[str, list[Obj]] = {attr: [] for attr in _KINDS.values()}
@@ -230,6 +267,11 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         pods=tuple(pods),
         pdbs=tuple(buckets["pdbs"]),
         priority_classes=tuple(buckets["priority_classes"]),
+        persistent_volumes=tuple(_volume_defaults(pv) for pv in buckets["persistent_volumes"]),
+        persistent_volume_claims=tuple(buckets["persistent_volume_claims"]),
+        storage_classes=tuple(_class_defaults(sc) for sc in buckets["storage_classes"]),
+        csi_nodes=tuple(buckets["csi_nodes"]),
+        csi_drivers=tuple(buckets["csi_drivers"]),
         source=source,
     )
 

@@ -28,12 +28,14 @@ from policyd.framework import (
     EVENT_POD_ASSIGNED_DELETE,
     EVENT_POD_ASSIGNED_UPDATE,
     EVENT_POLICY_CHANGE,
+    EVENT_STORAGE_CHANGE,
     CompiledPolicySet,
     CompiledProfile,
 )
 from policyd.scheduler.backend import KubeObject
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock
+from policyd.scheduler.cluster.volume_store import VolumeStore
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
 from policyd.scheduler.pdb import BudgetIndex
@@ -96,6 +98,7 @@ class EventHandlers:
     queue: SchedulingQueue
     cache: Cache
     budgets: BudgetIndex
+    volumes: VolumeStore
     permits: Permits
     metrics: SchedulerMetrics | None
     given_up: set[str]
@@ -169,6 +172,18 @@ class EventHandlers:
         """A PodDisruptionBudget went away."""
         self._post(self.budgets.remove, obj)
 
+    def on_storage_add(self, kind: str, obj: KubeObject) -> None:
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode or CSIDriver appeared."""
+        self._post(self._storage_changed, kind, obj)
+
+    def on_storage_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A storage object changed."""
+        self._post(self._storage_changed, kind, new)
+
+    def on_storage_delete(self, kind: str, obj: KubeObject) -> None:
+        """A storage object went away."""
+        self._post(self._storage_deleted, kind, obj)
+
     def on_synced(self) -> None:
         """The back-end delivered its initial list."""
         self._post(lambda: self.synced.set())
@@ -205,6 +220,14 @@ class EventHandlers:
 
     def _node_deleted(self, obj: KubeObject) -> None:
         self.cache.remove_node(obj["metadata"]["name"])
+
+    def _storage_changed(self, kind: str, obj: KubeObject) -> None:
+        self.volumes.upsert(kind, obj)
+        self._move(EVENT_STORAGE_CHANGE)
+
+    def _storage_deleted(self, kind: str, obj: KubeObject) -> None:
+        self.volumes.remove(kind, obj)
+        self._move(EVENT_STORAGE_CHANGE)
 
     def _pod_added(self, obj: KubeObject) -> None:
         pod = self._pod_info(obj)

@@ -54,6 +54,14 @@ NODES = Resource("v1", "nodes", "Node")
 # kube-scheduler's informer skips terminal pods: they hold no resources and are never scheduled
 PODS = Resource("v1", "pods", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass")
+# what the volume plugins read, by kind (policyd.scheduler.cluster.volume_store)
+STORAGE_RESOURCES = {
+    "PersistentVolume": Resource("v1", "persistentvolumes", "PersistentVolume"),
+    "PersistentVolumeClaim": Resource("v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    "StorageClass": Resource("storage.k8s.io/v1", "storageclasses", "StorageClass"),
+    "CSINode": Resource("storage.k8s.io/v1", "csinodes", "CSINode"),
+    "CSIDriver": Resource("storage.k8s.io/v1", "csidrivers", "CSIDriver"),
+}
 
 
 def served_version(client: KubeClient, group: str, versions: tuple[str, ...], plural: str) -> str | None:

@@ -1,0 +1,152 @@
+"""The volume rules against a real kube-apiserver: a pod whose claim does not exist stays pending with
+kube-scheduler's FailedScheduling text; a WaitForFirstConsumer claim is bound to a matching PV in
+PreBind before the pod is bound.
+
+envtest runs no kube-controller-manager, so this test plays the PV controller's part where the
+runtime needs it (kube-scheduler needs it too): it marks the PV Available, and once the scheduler has
+written the PV's `spec.claimRef` it completes the claim's side of the binding (`spec.volumeName`, the
+`pv.kubernetes.io/bind-completed` annotation), which PreBind waits for.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from policyd.backends.kube.client import ApiError, KubeClient, object_path
+from policyd.scheduler.scheduler import Scheduler
+
+from .apiserver import KubeTestContext
+from .test_api_backend import kube, make_node, node_of, running, wait_for  # noqa: F401 - fixtures
+from .test_preemption_api import events_of
+
+
+def claim_pod(client: KubeClient, ns: str, name: str, claim: str) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "policyd",
+            "nodeSelector": {"pool": ns},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        },
+    }
+    client.request("POST", object_path("v1", "pods", ns), body=body)
+
+
+def test_pod_with_a_missing_claim_stays_pending(
+    kube: KubeClient,  # noqa: F811
+    k8s: KubeTestContext,
+    running: Callable[[], Scheduler],  # noqa: F811
+) -> None:
+    ns = k8s.namespace
+    make_node(kube, f"{ns}-n1", labels={"pool": ns})
+    running()
+    claim_pod(kube, ns, "orphan", "missing")
+    (event, *_) = wait_for(lambda: events_of(kube, ns, "orphan", "FailedScheduling"))
+    assert 'persistentvolumeclaim "missing" not found' in event["message"]
+    assert event["message"].startswith("0/")
+    assert node_of(kube, ns, "orphan") == ""
+
+
+def play_pv_controller(client: KubeClient, pv_name: str, stop: threading.Event) -> Iterator[None]:
+    """Complete the claim side of a binding once the PV names its claim (kube-controller-manager's part)."""
+    while not stop.is_set():
+        pv = client.request("GET", object_path("v1", "persistentvolumes", None, pv_name))
+        ref = pv["spec"].get("claimRef")
+        if ref:
+            path = object_path("v1", "persistentvolumeclaims", ref["namespace"], ref["name"])
+            claim = client.request("GET", path)
+            claim["spec"]["volumeName"] = pv_name
+            annotations = claim["metadata"].setdefault("annotations", {})
+            annotations["pv.kubernetes.io/bind-completed"] = "yes"
+            annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
+            try:
+                client.request("PUT", path, body=claim)
+            except ApiError as err:
+                if not err.conflict:
+                    raise
+                continue
+            yield
+            return
+        stop.wait(0.1)
+
+
+def test_wait_for_first_consumer_claim_is_bound_in_prebind(
+    kube: KubeClient,  # noqa: F811
+    k8s: KubeTestContext,
+    running: Callable[[], Scheduler],  # noqa: F811
+) -> None:
+    ns = k8s.namespace
+    node = f"{ns}-n1"
+    make_node(kube, node, labels={"pool": ns})
+    sc, pv_name = f"{ns}-local", f"{ns}-pv"
+    kube.request(
+        "POST",
+        "/apis/storage.k8s.io/v1/storageclasses",
+        body={
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": sc},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    affinity = {
+        "required": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": [ns]}]}]
+        }
+    }
+    pv: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": sc,
+            "local": {"path": "/mnt/disk"},
+            "nodeAffinity": affinity,
+        },
+    }
+    created = kube.request("POST", "/api/v1/persistentvolumes", body=pv)
+    created["status"] = {"phase": "Available"}  # the PV controller's part
+    kube.request("PUT", object_path("v1", "persistentvolumes", None, pv_name) + "/status", body=created)
+    kube.request(
+        "POST",
+        object_path("v1", "persistentvolumeclaims", ns),
+        body={
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": sc,
+                "resources": {"requests": {"storage": "500Mi"}},
+            },
+        },
+    )
+    running()
+    stop = threading.Event()
+    done = threading.Event()
+
+    def controller() -> None:
+        for _ in play_pv_controller(kube, pv_name, stop):
+            done.set()
+
+    thread = threading.Thread(target=controller, daemon=True)
+    thread.start()
+    try:
+        claim_pod(kube, ns, "consumer", "data")
+        assert wait_for(lambda: node_of(kube, ns, "consumer"), timeout=30) == node
+        assert done.is_set()  # the pod was bound only after its claim
+        bound = kube.request("GET", object_path("v1", "persistentvolumes", None, pv_name))
+        assert bound["spec"]["claimRef"]["name"] == "data"
+        assert bound["spec"]["claimRef"]["namespace"] == ns
+        assert bound["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
+    finally:
+        stop.set()
+        thread.join(5)
