@@ -35,7 +35,7 @@ from policyd.framework import (
 from policyd.scheduler.backend import KubeObject
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock
-from policyd.scheduler.cluster.volume_store import VolumeStore
+from policyd.scheduler.cluster.volume_store import PodVolumeBindings, VolumeStore
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
 from policyd.scheduler.pdb import BudgetIndex
@@ -99,6 +99,7 @@ class EventHandlers:
     cache: Cache
     budgets: BudgetIndex
     volumes: VolumeStore
+    _volume_bindings: dict[str, PodVolumeBindings]  # pod key -> what its PreBind does
     permits: Permits
     metrics: SchedulerMetrics | None
     given_up: set[str]
@@ -290,6 +291,12 @@ class EventHandlers:
         for waiting in self.permits.reject_pod(key):
             self._reject_waiting(waiting, "pod of the group was deleted")
         self.cache.forget(key)
+        self._forget_volumes(key)
+
+    def _forget_volumes(self, key: str) -> None:
+        """Undo the pod's assumed claim bindings (VolumeBinding Unreserve)."""
+        if self._volume_bindings.pop(key, None) is not None:
+            self.volumes.forget(key)
 
     def _in_cycle(self, key: str) -> bool:
         return self.cache.is_assumed(key) or self.permits.is_waiting(key)

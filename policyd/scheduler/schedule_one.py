@@ -35,7 +35,6 @@ from policyd.scheduler.attempts import (
 )
 from policyd.scheduler.backend import BindError, ClusterBackend
 from policyd.scheduler.binder import Binder
-from policyd.scheduler.cluster.volume_store import PodVolumeBindings
 from policyd.scheduler.cluster.volumes import pod_volume_bindings
 from policyd.scheduler.eventhandlers import EventHandlers
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE
@@ -67,7 +66,6 @@ class SchedulingCycle(EventHandlers):
     algorithm: Algorithm
     _cluster_functions: ClusterFunctionsFactory
     _pending_refreshed: float
-    _volume_bindings: dict[str, PodVolumeBindings]
 
     # ------------------------------------------------------------------ the cycle
 
@@ -281,11 +279,6 @@ class SchedulingCycle(EventHandlers):
             return
         self.volumes.assume(key, bindings)
         self._volume_bindings[key] = bindings
-
-    def _forget_volumes(self, key: str) -> None:
-        """Undo the pod's assumed claim bindings (scheduling thread)."""
-        if self._volume_bindings.pop(key, None) is not None:
-            self.volumes.forget(key)
 
     def _bind(self, queued: QueuedPod, assumed: PodInfoLike, node: str) -> None:
         volumes = self._volume_bindings.get(queued.key)

@@ -15,7 +15,14 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from policyd.scheduler.cluster import affinity, spread, volume_limits, volume_restrictions, volumes
+from policyd.scheduler.cluster import (
+    affinity,
+    spread,
+    volume_binding,
+    volume_limits,
+    volume_restrictions,
+    volumes,
+)
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity, namespace_labels
 from policyd.scheduler.cluster.selectors import CelObject, labels_of
 from policyd.scheduler.cluster.spread_constraints import SCHEDULE_ANYWAY, spread_constraints
@@ -204,13 +211,23 @@ class ClusterFunctions:
     def pod_volumes(self, pod: CelObject) -> dict[str, Any]:
         """The pod's volume state (`PodVolumes`: PreFilter of the volume plugins)."""
         placed = (p for node in self._snapshot.cels() for p in node.get("pods") or ())
-        return self._memo(pod, ("volumes",), lambda: volumes.pod_volumes_state(pod, self._volumes, placed))
+        return self._memo(
+            pod,
+            ("volumes",),
+            lambda: volumes.pod_volumes_state(pod, self._claims(pod), self._volumes, placed),
+        )
+
+    def _claims(self, pod: CelObject) -> volume_binding.PodClaims:
+        """The pod's claims resolved once per pod (VolumeBinding PreFilter)."""
+        return self._memo(pod, ("volume-claims",), lambda: volume_binding.pod_claims(pod, self._volumes))
 
     def volume_binding(self, pod: CelObject, node: CelObject) -> dict[str, str]:
         """Claim name -> "" when the node suits the claim, else the VolumeBinding reason."""
         name = str(node.get("name", ""))
         return self._memo(
-            pod, ("volume-binding", name), lambda: volumes.volume_binding_verdicts(pod, self._volumes, node)
+            pod,
+            ("volume-binding", name),
+            lambda: volumes.volume_binding_verdicts(self._claims(pod), self._volumes, node),
         )
 
     def node_disks(self, node: CelObject) -> dict[str, bool]:

@@ -12,7 +12,7 @@ carries out when the pod is placed on that node.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -54,7 +54,7 @@ class PodClaims:
     error: str = ""
     bound: tuple[KubeObject, ...] = ()
     to_bind: tuple[KubeObject, ...] = ()
-    names: tuple[str, ...] = field(default=())
+    names: tuple[str, ...] = ()  # the pod's claim names, in spec order
 
     @property
     def active(self) -> bool:

@@ -2,7 +2,8 @@
 
 A pod's attachable volumes are its claims' PVs and its inline volumes of an attachable kind, each with a
 unique name and the limit it counts against on a node:
-- a CSI PV counts against its driver, with the limit of the node's CSINode (`spec.drivers[].allocatable.count`);
+- a CSI PV counts against its driver, with the limit of the node's CSINode (`spec.drivers[].allocatable.count`),
+  else the node's allocatable `attachable-volumes-csi-<driver>`;
 - an in-tree AWS EBS / GCE PD / Azure Disk / Cinder volume counts against the plugin's CSI driver when
   the node's CSINode lists the plugin in `storage.alpha.kubernetes.io/migrated-plugins` (CSI migration),
   else against the in-tree limit: the node's allocatable `attachable-volumes-<plugin>`, else the default
@@ -162,7 +163,8 @@ def _limit(key: str, node: CelObject, csi_node: KubeObject | None) -> int:
         count = (driver.get("allocatable") or {}).get("count")
         if driver.get("name") == key and count is not None:
             return int(count)
-    return NO_LIMIT
+    allocatable = node.get("allocatable") or {}
+    return int(allocatable.get(f"attachable-volumes-csi-{key}", NO_LIMIT))
 
 
 def volume_limit(

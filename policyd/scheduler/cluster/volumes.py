@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from policyd.scheduler.cluster import volume_binding, volume_limits, volume_restrictions, volume_zone
+from policyd.scheduler.cluster.volume_binding import PodClaims
 from policyd.scheduler.cluster.volume_claims import CelObject, pod_volumes
 from policyd.scheduler.cluster.volume_store import PodVolumeBindings, VolumeStore
 
@@ -24,11 +25,13 @@ NO_VOLUMES: dict[str, Any] = {
 }
 
 
-def pod_volumes_state(pod: CelObject, store: VolumeStore, placed: Iterable[CelObject]) -> dict[str, Any]:
-    """The pod's `PodVolumes` (`placed`: every pod on a node of the snapshot, for ReadWriteOncePod)."""
+def pod_volumes_state(
+    pod: CelObject, claims: PodClaims, store: VolumeStore, placed: Iterable[CelObject]
+) -> dict[str, Any]:
+    """The pod's `PodVolumes` from its resolved `claims` (`placed`: every pod on a node of the
+    snapshot, for ReadWriteOncePod)."""
     if not pod_volumes(pod):
         return NO_VOLUMES
-    claims = volume_binding.pod_claims(pod, store)
     zones, zone_error = volume_zone.volume_topologies(pod, store)
     return {
         "error": claims.error or zone_error,
@@ -40,9 +43,8 @@ def pod_volumes_state(pod: CelObject, store: VolumeStore, placed: Iterable[CelOb
     }
 
 
-def volume_binding_verdicts(pod: CelObject, store: VolumeStore, node: CelObject) -> dict[str, str]:
+def volume_binding_verdicts(claims: PodClaims, store: VolumeStore, node: CelObject) -> dict[str, str]:
     """Claim name -> "" when the node suits it, else kube-scheduler's VolumeBinding reason."""
-    claims = volume_binding.pod_claims(pod, store)
     if claims.error:
         return dict.fromkeys(claims.names, claims.error)
     return volume_binding.find_pod_volumes(claims, store, node)[0]

@@ -12,7 +12,10 @@ from policyd.backends.simulated import SimulatedCluster
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
 from policyd.framework import CompiledPolicySet
+from policyd.scheduler.backend import BindError
+from policyd.scheduler.cluster.volume_store import PodVolumeBindings
 from policyd.scheduler.scheduler import Scheduler
+from policyd.scheduler.snapshot import PodInfoLike
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -324,3 +327,43 @@ def test_in_tree_limits_default_and_allocatable() -> None:
     assert failed(cluster, "p").startswith("0/1 nodes are available: 1 node(s) exceed max volume count.")
     _, cluster = simulate(node("n1"), pod("running", ebs(1), ebs(2), node_name="n1"), pod("p", ebs(3)))
     assert cluster.node_of("default/p") == "n1"  # default limit 39
+
+
+class FailingPreBind(SimulatedCluster):
+    """A cluster whose first PreBind fails (an API conflict, a timeout waiting for the PV controller)."""
+
+    failures = 1
+
+    def bind_volumes(self, pod: PodInfoLike, bindings: PodVolumeBindings) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise BindError("binding volumes: timed out waiting for the condition")
+        super().bind_volumes(pod, bindings)
+
+
+def test_a_failed_prebind_requeues_the_pod_and_releases_its_pv() -> None:
+    first = pod("first", claim_volume("a"))
+    first["spec"]["priority"] = 10  # scheduled first; its PreBind fails
+    loaded = cluster_objects(
+        [
+            node("n1"),
+            storage_class("local"),
+            pv("only", "local", hosts=("n1",)),
+            pvc("a", "local"),
+            pvc("b", "local"),
+            first,
+            pod("second", claim_volume("b")),
+        ]
+    )
+    cluster = FailingPreBind(loaded.nodes, loaded.pods, loaded.pdbs, loaded.storage())
+    scheduler = run_simulation(default_policies(), cluster, seed=0, explain=False, max_attempts=0)
+    rejected = [
+        e.message for e in cluster.events if e.pod == "default/first" and e.reason == "FailedScheduling"
+    ]
+    assert rejected[0] == "Binding rejected: binding volumes: timed out waiting for the condition"
+    # while the first pod backs off, the PV it had assumed is free again for the second one
+    assert cluster.node_of("default/second") == "n1"
+    bound = cluster.storage_object("PersistentVolume", "only")
+    assert bound is not None and bound["spec"]["claimRef"]["name"] == "b"
+    assert cluster.node_of("default/first") is None
+    assert "default/first" in scheduler.unschedulable()
