@@ -1,11 +1,13 @@
 """The volume rules against a real kube-apiserver: a pod whose claim does not exist stays pending with
-kube-scheduler's FailedScheduling text; a WaitForFirstConsumer claim is bound to a matching PV in
-PreBind before the pod is bound.
+kube-scheduler's FailedScheduling text (and is woken when the claim appears); a WaitForFirstConsumer
+claim is bound to a matching PV in PreBind before the pod is bound; a claim to provision gets the
+chosen node's selected-node annotation.
 
 envtest runs no kube-controller-manager, so this test plays the PV controller's part where the
 runtime needs it (kube-scheduler needs it too): it marks the PV Available, and once the scheduler has
 written the PV's `spec.claimRef` it completes the claim's side of the binding (`spec.volumeName`, the
-`pv.kubernetes.io/bind-completed` annotation), which PreBind waits for.
+`pv.kubernetes.io/bind-completed` annotation), which PreBind waits for; for dynamic provisioning it
+also plays the external provisioner (creates the PV).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def claim_pod(client: KubeClient, ns: str, name: str, claim: str) -> None:
     client.request("POST", object_path("v1", "pods", ns), body=body)
 
 
-def test_pod_with_a_missing_claim_stays_pending(
+def test_pod_with_a_missing_claim_stays_pending_until_the_claim_appears(
     kube: KubeClient,  # noqa: F811
     k8s: KubeTestContext,
     running: Callable[[], Scheduler],  # noqa: F811
@@ -50,6 +52,39 @@ def test_pod_with_a_missing_claim_stays_pending(
     assert 'persistentvolumeclaim "missing" not found' in event["message"]
     assert event["message"].startswith("0/")
     assert node_of(kube, ns, "orphan") == ""
+    # the claim appears, already bound (the PV controller's work): the storage informers wake the pod
+    pv_name = f"{ns}-late"
+    kube.request(
+        "POST",
+        "/api/v1/persistentvolumes",
+        body={
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/tmp/late"},
+                "claimRef": {"namespace": ns, "name": "missing"},
+            },
+        },
+    )
+    kube.request(
+        "POST",
+        object_path("v1", "persistentvolumeclaims", ns),
+        body={
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "missing", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "",
+                "volumeName": pv_name,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    assert wait_for(lambda: node_of(kube, ns, "orphan"), timeout=30) == f"{ns}-n1"
 
 
 def play_pv_controller(client: KubeClient, pv_name: str, stop: threading.Event) -> Iterator[None]:
@@ -150,3 +185,73 @@ def test_wait_for_first_consumer_claim_is_bound_in_prebind(
     finally:
         stop.set()
         thread.join(5)
+
+
+def test_dynamic_provisioning_gets_the_selected_node(
+    kube: KubeClient,  # noqa: F811
+    k8s: KubeTestContext,
+    running: Callable[[], Scheduler],  # noqa: F811
+) -> None:
+    """PreBind annotates the claim with the chosen node; the test plays the external provisioner and
+    the PV controller (create the PV, bind the claim), and the pod binds once its claim is bound."""
+    ns = k8s.namespace
+    node = f"{ns}-n1"
+    make_node(kube, node, labels={"pool": ns})
+    sc = f"{ns}-dynamic"
+    kube.request(
+        "POST",
+        "/apis/storage.k8s.io/v1/storageclasses",
+        body={
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": sc},
+            "provisioner": "csi.example.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+    )
+    claim_path = object_path("v1", "persistentvolumeclaims", ns, "scratch")
+    kube.request(
+        "POST",
+        object_path("v1", "persistentvolumeclaims", ns),
+        body={
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "scratch"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": sc,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+    )
+    running()
+    claim_pod(kube, ns, "writer", "scratch")
+
+    def selected() -> str:
+        annotations = kube.request("GET", claim_path)["metadata"].get("annotations") or {}
+        return str(annotations.get("volume.kubernetes.io/selected-node", ""))
+
+    assert wait_for(selected, timeout=30) == node
+    assert node_of(kube, ns, "writer") == ""  # PreBind waits for the claim to be bound
+    pv_name = f"{ns}-provisioned"
+    kube.request(
+        "POST",
+        "/api/v1/persistentvolumes",
+        body={
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": sc,
+                "csi": {"driver": "csi.example.com", "volumeHandle": pv_name},
+                "claimRef": {"namespace": ns, "name": "scratch"},
+            },
+        },
+    )
+    claim = kube.request("GET", claim_path)
+    claim["spec"]["volumeName"] = pv_name
+    claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = "yes"
+    kube.request("PUT", claim_path, body=claim)
+    assert wait_for(lambda: node_of(kube, ns, "writer"), timeout=30) == node
