@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.scheduler.backend import BindError, EventHandler, KubeObject
+from policyd.scheduler.cluster.volume_claims import claim_class
 from policyd.scheduler.cluster.volume_store import (
     ANN_BIND_COMPLETED,
     ANN_BOUND_BY_CONTROLLER,
@@ -220,7 +221,7 @@ class SimulatedCluster:
     def _provision(self, claim: KubeObject, node: str) -> dict[str, Any]:
         """The PV a provisioner creates for `claim` on `node`."""
         meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
-        class_name = str(spec.get("storageClassName") or "")
+        class_name = claim_class(claim)
         sc = self._storage.get((STORAGE_CLASS, class_name)) or {}
         node_labels = (self._nodes.get(node, {}).get("metadata") or {}).get("labels") or {}
         keys = sorted(
