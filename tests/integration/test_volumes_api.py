@@ -39,6 +39,49 @@ def claim_pod(client: KubeClient, ns: str, name: str, claim: str) -> None:
     client.request("POST", object_path("v1", "pods", ns), body=body)
 
 
+def create_class(client: KubeClient, name: str, provisioner: str) -> None:
+    """A WaitForFirstConsumer StorageClass."""
+    body = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    client.request("POST", "/apis/storage.k8s.io/v1/storageclasses", body=body)
+
+
+def create_volume(client: KubeClient, name: str, storage_class: str, **spec: Any) -> dict[str, Any]:
+    """A 1Gi ReadWriteOnce PersistentVolume (`spec`: its source, claimRef, nodeAffinity...)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            **spec,
+        },
+    }
+    return client.request("POST", "/api/v1/persistentvolumes", body=body)
+
+
+def create_claim(client: KubeClient, ns: str, name: str, storage_class: str, volume: str = "") -> None:
+    """A ReadWriteOnce claim of 500Mi; with `volume`, already bound to it (the PV controller's work)."""
+    meta: dict[str, Any] = {"name": name}
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": "500Mi"}},
+    }
+    if volume:
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+        spec["volumeName"] = volume
+    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+    client.request("POST", object_path("v1", "persistentvolumeclaims", ns), body=body)
+
+
 def test_pod_with_a_missing_claim_stays_pending_until_the_claim_appears(
     kube: KubeClient,  # noqa: F811
     k8s: KubeTestContext,
@@ -54,36 +97,10 @@ def test_pod_with_a_missing_claim_stays_pending_until_the_claim_appears(
     assert node_of(kube, ns, "orphan") == ""
     # the claim appears, already bound (the PV controller's work): the storage informers wake the pod
     pv_name = f"{ns}-late"
-    kube.request(
-        "POST",
-        "/api/v1/persistentvolumes",
-        body={
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": pv_name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "hostPath": {"path": "/tmp/late"},
-                "claimRef": {"namespace": ns, "name": "missing"},
-            },
-        },
+    create_volume(
+        kube, pv_name, "", hostPath={"path": "/tmp/late"}, claimRef={"namespace": ns, "name": "missing"}
     )
-    kube.request(
-        "POST",
-        object_path("v1", "persistentvolumeclaims", ns),
-        body={
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "missing", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "",
-                "volumeName": pv_name,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-    )
+    create_claim(kube, ns, "missing", "", volume=pv_name)
     assert wait_for(lambda: node_of(kube, ns, "orphan"), timeout=30) == f"{ns}-n1"
 
 
@@ -119,51 +136,18 @@ def test_wait_for_first_consumer_claim_is_bound_in_prebind(
     node = f"{ns}-n1"
     make_node(kube, node, labels={"pool": ns})
     sc, pv_name = f"{ns}-local", f"{ns}-pv"
-    kube.request(
-        "POST",
-        "/apis/storage.k8s.io/v1/storageclasses",
-        body={
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": sc},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        },
+    create_class(kube, sc, "kubernetes.io/no-provisioner")
+    term = {"matchExpressions": [{"key": "pool", "operator": "In", "values": [ns]}]}
+    created = create_volume(
+        kube,
+        pv_name,
+        sc,
+        local={"path": "/mnt/disk"},
+        nodeAffinity={"required": {"nodeSelectorTerms": [term]}},
     )
-    affinity = {
-        "required": {
-            "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": [ns]}]}]
-        }
-    }
-    pv: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": pv_name},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": sc,
-            "local": {"path": "/mnt/disk"},
-            "nodeAffinity": affinity,
-        },
-    }
-    created = kube.request("POST", "/api/v1/persistentvolumes", body=pv)
     created["status"] = {"phase": "Available"}  # the PV controller's part
     kube.request("PUT", object_path("v1", "persistentvolumes", None, pv_name) + "/status", body=created)
-    kube.request(
-        "POST",
-        object_path("v1", "persistentvolumeclaims", ns),
-        body={
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "data"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": sc,
-                "resources": {"requests": {"storage": "500Mi"}},
-            },
-        },
-    )
+    create_claim(kube, ns, "data", sc)
     running()
     stop = threading.Event()
     done = threading.Event()
@@ -198,32 +182,9 @@ def test_dynamic_provisioning_gets_the_selected_node(
     node = f"{ns}-n1"
     make_node(kube, node, labels={"pool": ns})
     sc = f"{ns}-dynamic"
-    kube.request(
-        "POST",
-        "/apis/storage.k8s.io/v1/storageclasses",
-        body={
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": sc},
-            "provisioner": "csi.example.com",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        },
-    )
     claim_path = object_path("v1", "persistentvolumeclaims", ns, "scratch")
-    kube.request(
-        "POST",
-        object_path("v1", "persistentvolumeclaims", ns),
-        body={
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "scratch"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": sc,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        },
-    )
+    create_class(kube, sc, "csi.example.com")
+    create_claim(kube, ns, "scratch", sc)
     running()
     claim_pod(kube, ns, "writer", "scratch")
 
@@ -234,21 +195,12 @@ def test_dynamic_provisioning_gets_the_selected_node(
     assert wait_for(selected, timeout=30) == node
     assert node_of(kube, ns, "writer") == ""  # PreBind waits for the claim to be bound
     pv_name = f"{ns}-provisioned"
-    kube.request(
-        "POST",
-        "/api/v1/persistentvolumes",
-        body={
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": pv_name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": sc,
-                "csi": {"driver": "csi.example.com", "volumeHandle": pv_name},
-                "claimRef": {"namespace": ns, "name": "scratch"},
-            },
-        },
+    create_volume(
+        kube,
+        pv_name,
+        sc,
+        csi={"driver": "csi.example.com", "volumeHandle": pv_name},
+        claimRef={"namespace": ns, "name": "scratch"},
     )
     claim = kube.request("GET", claim_path)
     claim["spec"]["volumeName"] = pv_name
