@@ -215,6 +215,8 @@ EVENT_POD_ASSIGNED_ADD = "AssignedPodAdd"
 EVENT_POD_ASSIGNED_UPDATE = "AssignedPodUpdate"
 EVENT_POD_ASSIGNED_DELETE = "AssignedPodDelete"
 EVENT_POLICY_CHANGE = "PolicyChange"
+# a PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode or CSIDriver was added, changed or deleted
+EVENT_STORAGE_CHANGE = "StorageChange"
 ALL_EVENTS = frozenset(
     {
         EVENT_NODE_ADD,
@@ -227,5 +229,6 @@ ALL_EVENTS = frozenset(
         EVENT_POD_ASSIGNED_UPDATE,
         EVENT_POD_ASSIGNED_DELETE,
         EVENT_POLICY_CHANGE,
+        EVENT_STORAGE_CHANGE,
     }
 )

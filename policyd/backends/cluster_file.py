@@ -40,7 +40,13 @@ _KINDS = {
     "ReplicaSet": "workloads",
     "StatefulSet": "workloads",
     "ReplicationController": "workloads",
+    "PersistentVolume": "persistent_volumes",
+    "PersistentVolumeClaim": "persistent_volume_claims",
+    "StorageClass": "storage_classes",
+    "CSINode": "csi_nodes",
+    "CSIDriver": "csi_drivers",
 }
+# namespaced kinds (the default namespace when none is given)
 NAMESPACED_KINDS = (
     "Pod",
     "PodDisruptionBudget",
@@ -48,6 +54,7 @@ NAMESPACED_KINDS = (
     "ReplicaSet",
     "StatefulSet",
     "ReplicationController",
+    "PersistentVolumeClaim",
 )
 
 
@@ -60,7 +67,22 @@ class ClusterObjects:
     pdbs: tuple[Obj, ...] = ()
     priority_classes: tuple[Obj, ...] = ()
     workloads: tuple[Obj, ...] = ()  # Services, ReplicaSets, StatefulSets, ReplicationControllers
+    persistent_volumes: tuple[Obj, ...] = ()
+    persistent_volume_claims: tuple[Obj, ...] = ()
+    storage_classes: tuple[Obj, ...] = ()
+    csi_nodes: tuple[Obj, ...] = ()
+    csi_drivers: tuple[Obj, ...] = ()
     source: str = "<objects>"
+
+    def storage(self) -> tuple[Obj, ...]:
+        """The storage objects (StorageClasses, CSIDrivers, CSINodes, PVs, PVCs), each with its kind."""
+        return (
+            *self.storage_classes,
+            *self.csi_drivers,
+            *self.csi_nodes,
+            *self.persistent_volumes,
+            *self.persistent_volume_claims,
+        )
 
 
 # -- YAML with line numbers and without timestamp conversion -------------------------------------
@@ -215,6 +237,21 @@ def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str
     return out
 
 
+def _class_defaults(sc: Obj) -> Obj:
+    """API defaulting of a StorageClass: volumeBindingMode Immediate, reclaimPolicy Delete."""
+    return {"volumeBindingMode": "Immediate", "reclaimPolicy": "Delete", **sc}
+
+
+def _volume_defaults(pv: Obj) -> Obj:
+    """A PV without status gets the phase the PV controller would give it (Bound when claimed, else
+    Available)."""
+    status = pv.get("status") or {}
+    if status.get("phase"):
+        return pv
+    phase = "Bound" if (pv.get("spec") or {}).get("claimRef") else "Available"
+    return {**pv, "status": {**status, "phase": phase}}
+
+
 def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names and duplicates, resolve priorities."""
     buckets: dict[str, list[Obj]] = {attr: [] for attr in set(_KINDS.values())}
@@ -248,6 +285,11 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         pdbs=tuple(buckets["pdbs"]),
         priority_classes=tuple(buckets["priority_classes"]),
         workloads=tuple(buckets["workloads"]),
+        persistent_volumes=tuple(_volume_defaults(pv) for pv in buckets["persistent_volumes"]),
+        persistent_volume_claims=tuple(buckets["persistent_volume_claims"]),
+        storage_classes=tuple(_class_defaults(sc) for sc in buckets["storage_classes"]),
+        csi_nodes=tuple(buckets["csi_nodes"]),
+        csi_drivers=tuple(buckets["csi_drivers"]),
         source=source,
     )
 

@@ -11,6 +11,12 @@ scheduler asks `next_arrival` when it would otherwise settle and `deliver_arriva
 at the pace the cluster saw it. Binding sets
 `spec.nodeName` (and clears `status.nominatedNodeName`, as the API server does on binding);
 preemption deletes victims at once. Writes are delivered back to the scheduler as watch events.
+
+Storage objects (StorageClasses, CSIDrivers, CSINodes, PVs, PVCs) are delivered after the nodes. The
+simulated cluster also plays the PV controller and a provisioner in `bind_volumes` (PreBind): a PV the
+scheduler binds to a claim gets the claim bound to it at once (`spec.volumeName`, the bind-completed
+annotations, phase Bound); a claim selected for provisioning on a node gets a new PV of its size and
+class (`pvc-<claim uid>`, with node affinity on the node's values of the class's allowedTopologies keys).
 """
 
 from __future__ import annotations
@@ -23,6 +29,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.scheduler.backend import BindError, EventHandler, KubeObject
+from policyd.scheduler.cluster.volume_claims import claim_class
+from policyd.scheduler.cluster.volume_store import (
+    ANN_BIND_COMPLETED,
+    ANN_BOUND_BY_CONTROLLER,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    PodVolumeBindings,
+    object_key,
+    with_claim_ref,
+    with_selected_node,
+)
 from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
@@ -78,11 +96,16 @@ class SimulatedCluster:
         pdbs: Sequence[KubeObject] = (),
         *,
         workloads: Sequence[KubeObject] = (),
+        storage: Sequence[KubeObject] = (),
         replay_arrivals: bool = False,
     ) -> None:
+        """`storage`: StorageClasses, CSIDrivers, CSINodes, PVs and PVCs (each with its `kind`)."""
         self._lock = threading.RLock()
         self.replay_arrivals = replay_arrivals
         self._arrivals: list[tuple[float, int, KubeObject]] = []  # (offset, queue order, pod), sorted
+        self._storage: dict[tuple[str, str], KubeObject] = {
+            (str(o["kind"]), object_key(str(o["kind"]), o)): o for o in storage
+        }
         self._nodes = {str(n["metadata"]["name"]): n for n in nodes}
         self._pods: dict[str, dict[str, Any]] = {_key(p): _copy_pod(p) for p in pods}
         self._pdbs = list(pdbs)
@@ -103,6 +126,7 @@ class SimulatedCluster:
             objects.pods,
             objects.pdbs,
             workloads=objects.workloads,
+            storage=objects.storage(),
             replay_arrivals=replay_arrivals,
         )
 
@@ -116,8 +140,11 @@ class SimulatedCluster:
             pods = list(self._pods.values())
             pdbs = list(self._pdbs)
             workloads = list(self._workloads)
+            storage = list(self._storage.values())
         for node in nodes:
             handler.on_node_add(node)
+        for obj in storage:
+            handler.on_storage_add(str(obj["kind"]), obj)
         for pod in pods:
             if (pod.get("spec") or {}).get("nodeName"):
                 handler.on_pod_add(pod)
@@ -203,6 +230,91 @@ class SimulatedCluster:
             self.bind_count += 1
         self._emit_update(old, new)
 
+    def bind_volumes(self, pod: PodInfoLike, bindings: PodVolumeBindings) -> None:
+        """PreBind: bind the PVs and provision the claims, playing the PV controller and provisioner."""
+        changes: list[tuple[KubeObject | None, KubeObject]] = []
+        with self._lock:
+            for static in bindings.static:
+                pv = self._storage.get((PERSISTENT_VOLUME, static.pv))
+                claim = self._storage.get((PERSISTENT_VOLUME_CLAIM, static.claim))
+                if pv is None or claim is None:
+                    raise BindError(
+                        f"binding volumes: persistentvolume {static.pv!r} or claim {static.claim} gone"
+                    )
+                ref = (pv.get("spec") or {}).get("claimRef")
+                if ref and (ref.get("namespace"), ref.get("name")) != tuple(static.claim.split("/", 1)):
+                    raise BindError(
+                        f"binding volumes: persistentvolume {static.pv!r} is bound to another claim"
+                    )
+                changes += self._bind_claim(with_claim_ref(pv, claim), claim)
+            for key in bindings.provision:
+                claim = self._storage.get((PERSISTENT_VOLUME_CLAIM, key))
+                if claim is None:
+                    raise BindError(f"binding volumes: persistentvolumeclaim {key} gone")
+                changes.append((claim, with_selected_node(claim, bindings.node)))
+                changes += self._bind_claim(self._provision(changes[-1][1], bindings.node), changes[-1][1])
+            for _, new in changes:
+                self._storage[(str(new["kind"]), object_key(str(new["kind"]), new))] = new
+            handler = self._handler
+        if handler is not None:
+            for old, new in changes:
+                if old is None:
+                    handler.on_storage_add(str(new["kind"]), new)
+                else:
+                    handler.on_storage_update(str(new["kind"]), old, new)
+
+    def _bind_claim(self, pv: KubeObject, claim: KubeObject) -> list[tuple[KubeObject | None, KubeObject]]:
+        """The PV controller binding `claim` to `pv` (which already names it in claimRef)."""
+        pv_meta = pv.get("metadata") or {}
+        old_pv = self._storage.get((PERSISTENT_VOLUME, str(pv_meta.get("name", ""))))
+        bound_pv = {**pv, "kind": PERSISTENT_VOLUME, "status": {**(pv.get("status") or {}), "phase": "Bound"}}
+        meta = dict(claim.get("metadata") or {})
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            ANN_BIND_COMPLETED: "yes",
+            ANN_BOUND_BY_CONTROLLER: "yes",
+        }
+        pv_spec = pv.get("spec") or {}
+        status = {
+            **(claim.get("status") or {}),
+            "phase": "Bound",
+            "accessModes": list(pv_spec.get("accessModes") or ()),
+            "capacity": dict(pv_spec.get("capacity") or {}),
+        }
+        spec = {**(claim.get("spec") or {}), "volumeName": pv_meta.get("name", "")}
+        old_claim = self._storage.get((PERSISTENT_VOLUME_CLAIM, object_key(PERSISTENT_VOLUME_CLAIM, claim)))
+        return [(old_pv, bound_pv), (old_claim, {**claim, "metadata": meta, "spec": spec, "status": status})]
+
+    def _provision(self, claim: KubeObject, node: str) -> dict[str, Any]:
+        """The PV a provisioner creates for `claim` on `node`."""
+        meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
+        class_name = claim_class(claim)
+        sc = self._storage.get((STORAGE_CLASS, class_name)) or {}
+        node_labels = (self._nodes.get(node, {}).get("metadata") or {}).get("labels") or {}
+        keys = sorted(
+            {
+                e.get("key")
+                for t in sc.get("allowedTopologies") or ()
+                for e in t.get("matchLabelExpressions") or ()
+            }
+        )
+        pv_spec: dict[str, Any] = {
+            "capacity": {
+                "storage": ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
+            },
+            "accessModes": list(spec.get("accessModes") or ()),
+            "storageClassName": class_name,
+            "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
+        }
+        if spec.get("volumeMode"):
+            pv_spec["volumeMode"] = spec["volumeMode"]
+        terms = [{"key": k, "operator": "In", "values": [node_labels[k]]} for k in keys if k in node_labels]
+        if terms:
+            pv_spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": terms}]}}
+        name = f"pvc-{meta.get('uid') or str(meta.get('namespace', 'default')) + '-' + str(meta.get('name', ''))}"
+        pv = {"apiVersion": "v1", "kind": PERSISTENT_VOLUME, "metadata": {"name": name}, "spec": pv_spec}
+        return with_claim_ref(pv, claim)
+
     def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
         """Delete a pod at once (the simulation has no kubelet to honour the grace period)."""
         with self._lock:
@@ -272,6 +384,24 @@ class SimulatedCluster:
             new = _copy_pod(obj)
             self._pods[key] = new
         self._emit_update(old, new)
+
+    def add_storage(self, obj: KubeObject) -> None:
+        """Create or replace a storage object (with its `kind`; delivered as an event)."""
+        kind = str(obj["kind"])
+        with self._lock:
+            old = self._storage.get((kind, object_key(kind, obj)))
+            self._storage[(kind, object_key(kind, obj))] = obj
+            handler = self._handler
+        if handler is not None:
+            if old is None:
+                handler.on_storage_add(kind, obj)
+            else:
+                handler.on_storage_update(kind, old, obj)
+
+    def storage_object(self, kind: str, key: str) -> KubeObject | None:
+        """A storage object by kind and key (`namespace/name` for claims)."""
+        with self._lock:
+            return self._storage.get((kind, key))
 
     def pod(self, key: str) -> dict[str, Any] | None:
         """The current object of pod `key`."""

@@ -20,6 +20,7 @@ import jsonschema
 import yaml
 
 from policyd import shipped
+from policyd.backends.cluster_file import cluster_objects
 from policyd.backends.simulated import SimulatedCluster
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
@@ -73,10 +74,12 @@ class CaseCluster:
     pods: list[Mapping[str, Any]]
     pdbs: list[Mapping[str, Any]]
     pod_key: str
+    # PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers (with `kind`)
+    storage: list[Mapping[str, Any]] = field(default_factory=list)
 
     def objects(self) -> list[Mapping[str, Any]]:
         """Every object, as a cluster file lists them."""
-        return [*self.nodes, *self.pdbs, *self.pods]
+        return [*self.nodes, *self.storage, *self.pdbs, *self.pods]
 
 
 def _schema() -> dict[str, Any]:
@@ -162,6 +165,7 @@ def case_cluster(suite: Mapping[str, Any], case: Mapping[str, Any]) -> CaseClust
         nodes=[*suite.get("nodes", ()), *case.get("nodes", ())],
         pods=[*suite.get("pods", ()), *case.get("pods", ()), pod],
         pdbs=[*suite.get("pdbs", ()), *case.get("pdbs", ())],
+        storage=[*suite.get("storage", ()), *case.get("storage", ())],
         pod_key=f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}",
     )
 
@@ -171,7 +175,8 @@ def first_cycle(profile: CompiledProfile, policies: CompiledPolicySet, cluster: 
     only = CompiledPolicySet(
         policies.generation, policies.content_hash, {profile.scheduler_name: profile}, policies.sources
     )
-    backend = SimulatedCluster(cluster.nodes, cluster.pods, cluster.pdbs)
+    storage = cluster_objects(cluster.storage, "storage").storage()  # API defaulting, as a cluster file's
+    backend = SimulatedCluster(cluster.nodes, cluster.pods, cluster.pdbs, storage=storage)
     scheduler = run_simulation(only, backend, SEED, explain=True, max_attempts=1)
     attempts = scheduler.attempts.for_pod(cluster.pod_key)
     if not attempts:

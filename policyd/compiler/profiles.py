@@ -43,6 +43,7 @@ _READ_EVENTS: dict[str, frozenset[str]] = {
             pl.EVENT_POD_ASSIGNED_DELETE,
             pl.EVENT_NODE_ADD,
             pl.EVENT_NODE_LABELS,
+            pl.EVENT_STORAGE_CHANGE,
         }
     ),
 }

@@ -84,6 +84,60 @@ SCORE_RANGE = ObjectType(
     fields={"active": BOOL, "min": INT, "max": INT},
 )
 
+VOLUME_DISK = ObjectType(
+    name="policyd.VolumeDisk",
+    doc="a disk of the pod that a node cannot mount twice read-write (VolumeRestrictions)",
+    fields={"id": STRING, "readOnly": BOOL},
+    field_docs={
+        "id": "gce-pd/<pdName>, aws-ebs/<volumeID>, iscsi/<iqn> or rbd/<monitor>/<pool>/<image>",
+        "readOnly": "the pod mounts it read-only (always false for AWS EBS)",
+    },
+)
+
+VOLUME_TOPOLOGY = ObjectType(
+    name="policyd.VolumeTopology",
+    doc="a zone or region label of a PV bound to the pod (VolumeZone)",
+    fields={"key": STRING, "gaKey": STRING, "values": list_of(STRING)},
+    field_docs={
+        "key": "the PV's label key (topology.kubernetes.io/zone, failure-domain.beta.kubernetes.io/zone, ...)",
+        "gaKey": "the GA name of the key (a beta key is also matched against the node's GA label)",
+        "values": "the zones of the label value (`a__b` lists several)",
+    },
+)
+
+POD_VOLUMES = ObjectType(
+    name="policyd.PodVolumes",
+    doc="the pod's volumes as the volume plugins' PreFilter resolves them",
+    fields={
+        "error": STRING,
+        "claims": list_of(STRING),
+        "disks": list_of(VOLUME_DISK),
+        "readWriteOncePodConflict": BOOL,
+        "zones": list_of(VOLUME_TOPOLOGY),
+        "attachable": list_of(STRING),
+    },
+    field_docs={
+        "error": 'why no node can do (a claim not found or being deleted, unbound immediate claims, ...); "" if none',
+        "claims": "names of the pod's claims the node must suit (bound ones and ones to bind there)",
+        "disks": "the pod's GCE PD, AWS EBS, ISCSI and RBD disks",
+        "readWriteOncePodConflict": "a placed pod already uses one of the pod's ReadWriteOncePod claims",
+        "zones": "zone and region labels of the PVs bound to the pod's claims",
+        "attachable": "drivers (CSI driver or in-tree plugin names) of the pod's attachable volumes",
+    },
+)
+
+VOLUME_LIMIT = ObjectType(
+    name="policyd.VolumeLimit",
+    doc="a node's attach limit for one driver, with what is attached and what the pod adds",
+    fields={"key": STRING, "limit": INT, "attached": INT, "requested": INT},
+    field_docs={
+        "key": "the limit's name: a CSI driver, or attachable-volumes-<plugin> for in-tree volumes",
+        "limit": "volumes the node can attach for it (-1: no limit known)",
+        "attached": "unique volumes of the node's pods counted against it",
+        "requested": "the pod's volumes counted against it that are not attached yet",
+    },
+)
+
 
 def _call(method: str) -> Callable[..., Any]:
     def impl(cluster: Any, *args: Any) -> Any:
@@ -120,5 +174,9 @@ def cluster_functions() -> dict[str, FunctionDecl]:
         _member("interPodAffinity", "inter_pod_affinity", (_POD,), POD_AFFINITY_STATE),
         _member("interPodAffinityScore", "inter_pod_affinity_score", (_POD, _NODE), INT),
         _member("interPodAffinityScoreRange", "inter_pod_affinity_score_range", (_POD,), SCORE_RANGE),
+        _member("podVolumes", "pod_volumes", (_POD,), POD_VOLUMES),
+        _member("volumeBinding", "volume_binding", (_POD, _NODE), map_of(STRING, STRING)),
+        _member("nodeDisks", "node_disks", (_NODE,), map_of(STRING, BOOL)),
+        _member("volumeLimit", "volume_limit", (_POD, _NODE, STRING), VOLUME_LIMIT),
     ]
     return {d.name: d for d in decls}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from policyd.errors import PolicydError
+from policyd.scheduler.cluster.volume_store import PodVolumeBindings
 from policyd.scheduler.snapshot import PodInfoLike
 
 KubeObject = Mapping[str, Any]
@@ -77,6 +78,18 @@ class EventHandler(Protocol):
         """A Service, ReplicaSet, StatefulSet or ReplicationController went away."""
         ...
 
+    def on_storage_add(self, kind: str, obj: KubeObject) -> None:
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode or CSIDriver appeared."""
+        ...
+
+    def on_storage_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A storage object changed."""
+        ...
+
+    def on_storage_delete(self, kind: str, obj: KubeObject) -> None:
+        """A storage object went away."""
+        ...
+
     def on_synced(self) -> None:
         """The initial list of every kind has been delivered."""
         ...
@@ -98,6 +111,11 @@ class ClusterBackend(Protocol):
 
     def bind(self, pod: PodInfoLike, node: str) -> None:
         """Bind `pod` to `node` (blocking; raises BindError). Called from binder workers only."""
+        ...
+
+    def bind_volumes(self, pod: PodInfoLike, bindings: PodVolumeBindings) -> None:
+        """PreBind (VolumeBinding): bind the PVs, mark claims to provision, and block until every claim of
+        the pod is bound (raises BindError on failure or timeout). Called from binder workers only."""
         ...
 
     def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from policyd.scheduler.backend import ClusterBackend
+from policyd.scheduler.cluster.volume_store import PodVolumeBindings
 from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
@@ -28,18 +29,23 @@ class Binder:
         self._idle = threading.Condition()
         self._in_flight = 0
 
-    def submit(self, pod: PodInfoLike, node: str, done: BindDone) -> None:
-        """Bind `pod` to `node` in the background; `done(pod, node, error)` is called afterwards."""
+    def submit(
+        self, pod: PodInfoLike, node: str, done: BindDone, volumes: PodVolumeBindings | None = None
+    ) -> None:
+        """Bind `pod` to `node` in the background (after PreBind binds its `volumes`); `done(pod, node,
+        error)` is called afterwards."""
         with self._idle:
             self._in_flight += 1
         if self._pool is None:
-            self._run(pod, node, done)
+            self._run(pod, node, done, volumes)
         else:
-            self._pool.submit(self._run, pod, node, done)
+            self._pool.submit(self._run, pod, node, done, volumes)
 
-    def _run(self, pod: PodInfoLike, node: str, done: BindDone) -> None:
+    def _run(self, pod: PodInfoLike, node: str, done: BindDone, volumes: PodVolumeBindings | None) -> None:
         error: Exception | None = None
         try:
+            if volumes is not None and not volumes.empty:
+                self._backend.bind_volumes(pod, volumes)  # PreBind (VolumeBinding)
             self._backend.bind(pod, node)
         except Exception as exc:  # noqa: BLE001 - every failure forgets and requeues the pod
             log.warning("bind failed pod=%s node=%s error=%s", pod.key, node, exc)

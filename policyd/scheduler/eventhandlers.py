@@ -28,12 +28,14 @@ from policyd.framework import (
     EVENT_POD_ASSIGNED_DELETE,
     EVENT_POD_ASSIGNED_UPDATE,
     EVENT_POLICY_CHANGE,
+    EVENT_STORAGE_CHANGE,
     CompiledPolicySet,
     CompiledProfile,
 )
 from policyd.scheduler.backend import KubeObject
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock
+from policyd.scheduler.cluster.volume_store import PodVolumeBindings, VolumeStore
 from policyd.scheduler.cluster.workloads import WorkloadIndex
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
@@ -99,6 +101,8 @@ class EventHandlers:
     cache: Cache
     budgets: BudgetIndex
     workloads: WorkloadIndex
+    volumes: VolumeStore
+    _volume_bindings: dict[str, PodVolumeBindings]  # pod key -> what its PreBind does
     permits: Permits
     metrics: SchedulerMetrics | None
     given_up: set[str]
@@ -184,6 +188,18 @@ class EventHandlers:
         """A workload went away."""
         self._post(self.workloads.remove, kind, obj)
 
+    def on_storage_add(self, kind: str, obj: KubeObject) -> None:
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode or CSIDriver appeared."""
+        self._post(self._storage_changed, kind, obj)
+
+    def on_storage_update(self, kind: str, old: KubeObject, new: KubeObject) -> None:
+        """A storage object changed."""
+        self._post(self._storage_changed, kind, new)
+
+    def on_storage_delete(self, kind: str, obj: KubeObject) -> None:
+        """A storage object went away."""
+        self._post(self._storage_deleted, kind, obj)
+
     def on_synced(self) -> None:
         """The back-end delivered its initial list."""
         self._post(lambda: self.synced.set())
@@ -220,6 +236,14 @@ class EventHandlers:
 
     def _node_deleted(self, obj: KubeObject) -> None:
         self.cache.remove_node(obj["metadata"]["name"])
+
+    def _storage_changed(self, kind: str, obj: KubeObject) -> None:
+        self.volumes.upsert(kind, obj)
+        self._move(EVENT_STORAGE_CHANGE)
+
+    def _storage_deleted(self, kind: str, obj: KubeObject) -> None:
+        self.volumes.remove(kind, obj)
+        self._move(EVENT_STORAGE_CHANGE)
 
     def _pod_added(self, obj: KubeObject) -> None:
         pod = self._pod_info(obj)
@@ -285,6 +309,12 @@ class EventHandlers:
         for waiting in self.permits.reject_pod(key):
             self._reject_waiting(waiting, "pod of the group was deleted")
         self.cache.forget(key)
+        self._forget_volumes(key)
+
+    def _forget_volumes(self, key: str) -> None:
+        """Undo the pod's assumed claim bindings (VolumeBinding Unreserve)."""
+        if self._volume_bindings.pop(key, None) is not None:
+            self.volumes.forget(key)
 
     def _in_cycle(self, key: str) -> bool:
         return self.cache.is_assumed(key) or self.permits.is_waiting(key)

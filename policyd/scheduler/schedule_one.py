@@ -36,6 +36,7 @@ from policyd.scheduler.attempts import (
 )
 from policyd.scheduler.backend import BindError, ClusterBackend
 from policyd.scheduler.binder import Binder
+from policyd.scheduler.cluster.volumes import pod_volume_bindings
 from policyd.scheduler.eventhandlers import EventHandlers
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE
 from policyd.scheduler.permit import WaitingPod
@@ -269,6 +270,7 @@ class SchedulingCycle(EventHandlers):
     def _assume_and_permit(self, queued: QueuedPod, profile: CompiledProfile, node: str) -> None:
         assumed = queued.pod.with_node(node)  # type: ignore[attr-defined]
         self.cache.assume(assumed, node)
+        self._assume_volumes(queued.key, assumed, node)
         self.queue.clear_nomination(queued.key)
         decision = self.permits.permit(profile, assumed.cel, queued.key, node, (queued, assumed))
         if decision.status == "wait":
@@ -280,24 +282,41 @@ class SchedulingCycle(EventHandlers):
             self._bind(released_queued, released_pod, waiting.node)
         self._bind(queued, assumed, node)
 
+    def _assume_volumes(self, key: str, pod: PodInfoLike, node: str) -> None:
+        """VolumeBinding Reserve: decide the pod's claim bindings on `node` and assume them."""
+        info = self.snapshot.node(node)
+        bindings = None if info is None else pod_volume_bindings(pod.cel, self.volumes, info.cel)
+        if bindings is None or bindings.empty:
+            return
+        self.volumes.assume(key, bindings)
+        self._volume_bindings[key] = bindings
+
     def _bind(self, queued: QueuedPod, assumed: PodInfoLike, node: str) -> None:
-        self.binder.submit(assumed, node, lambda pod, n, err: self._bind_done(queued, pod, n, err))
+        volumes = self._volume_bindings.get(queued.key)
+        self.binder.submit(assumed, node, lambda pod, n, err: self._bind_done(queued, pod, n, err), volumes)
 
     def _bind_done(self, queued: QueuedPod, pod: PodInfoLike, node: str, error: Exception | None) -> None:
         """Called on a binder worker when the bind returned."""
         if self.metrics is not None:
             self._observe_bind(queued, pod, error)
         if error is None:
+            self._post(self._volumes_bound, pod.key)
             self.cache.finish_binding(pod.key)
             self.queue.done(pod.key)
             self.backend.record_event(pod, "Normal", "Scheduled", scheduled_message(pod.key, node))
             return
         self.cache.forget(pod.key)
+        self._post(self._forget_volumes, pod.key)  # the store belongs to the scheduling thread
         self.backend.record_event(pod, "Warning", "FailedScheduling", f"Binding rejected: {error}")
         if isinstance(error, BindError) and not error.retry:
             self.queue.done(pod.key)
         else:
             self.queue.add_backoff(queued)
+
+    def _volumes_bound(self, key: str) -> None:
+        """PreBind and bind succeeded: the assumed claims stay until the informer replaces them."""
+        if self._volume_bindings.pop(key, None) is not None:
+            self.volumes.done(key)
 
     def _observe_bind(self, queued: QueuedPod, pod: PodInfoLike, error: Exception | None) -> None:
         assert self.metrics is not None
@@ -331,6 +350,7 @@ class SchedulingCycle(EventHandlers):
         queued, pod = waiting.payload
         self._observe_permit_wait(waiting, "Unschedulable")
         self.cache.forget(waiting.key)
+        self._forget_volumes(waiting.key)
         self._move(EVENT_POD_ASSIGNED_DELETE)
         message = f"{why} at permit {waiting.rule.name}"
         self.attempts.add(

@@ -24,6 +24,7 @@ from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import Clock, FakeClock, RealClock
 from policyd.scheduler.cluster import objects
 from policyd.scheduler.cluster.functions import cluster_functions_factory
+from policyd.scheduler.cluster.volume_store import PodVolumeBindings, VolumeStore
 from policyd.scheduler.cluster.workloads import WorkloadIndex
 from policyd.scheduler.eventhandlers import PodInfoFactory
 from policyd.scheduler.metrics import SchedulerMetrics
@@ -56,8 +57,13 @@ class Scheduler(SchedulingCycle):
         self._pod_info_update: Callable[[Any, KubeObject], PodInfoLike] = objects.pod_info_update
         # the Services and controllers selecting pods (system default spread constraints)
         self.workloads = WorkloadIndex()
+        # PVs, PVCs, StorageClasses, CSINodes, CSIDrivers, with the claims of assumed pods
+        self.volumes = VolumeStore()
+        self._volume_bindings: dict[str, PodVolumeBindings] = {}  # pod key -> what its PreBind does
         # one ClusterIndex per scheduler, kept across cycles
-        self._cluster_functions: ClusterFunctionsFactory = cluster_functions_factory(workloads=self.workloads)
+        self._cluster_functions: ClusterFunctionsFactory = cluster_functions_factory(
+            workloads=self.workloads, volume_store=self.volumes
+        )
         self.queue = SchedulingQueue(self.clock, self.options.queue)
         self.cache = Cache(objects.node_info, self.clock, ttl=self.options.assumed_ttl)
         self.snapshot = Snapshot()

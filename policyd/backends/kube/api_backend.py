@@ -9,8 +9,11 @@ Writes:
 - victims: DELETE with the victim's own terminationGracePeriodSeconds and a UID precondition.
 - Scheduled / FailedScheduling / Preempted events (aggregated, rate-limited), PodScheduled condition and
   nominatedNodeName through the status subresource.
-Reads: list+watch informers for nodes, pods, PDBs, PriorityClasses; handlers forward plain dicts to
-an `EventSink` (the scheduler) through its public methods only.
+Reads: list+watch informers for nodes, pods, PDBs, PriorityClasses, and the storage objects
+(PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers); handlers forward
+plain dicts to an `EventSink` (the scheduler) through its public methods only.
+- volumes (PreBind): PV claimRef and claim selected-node updates, then a wait for the PV controller
+  (policyd.backends.kube.volume_binder).
 """
 
 from __future__ import annotations
@@ -28,12 +31,19 @@ from policyd.backends.kube.informer import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
+    STORAGE_RESOURCES,
     WORKLOADS,
     Informer,
     Resource,
     pdb_resource,
 )
+from policyd.backends.kube.volume_binder import DEFAULT_BIND_TIMEOUT, VolumeBinder
 from policyd.scheduler.backend import BindError, EventHandler
+from policyd.scheduler.cluster.volume_store import (
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    PodVolumeBindings,
+)
 from policyd.scheduler.snapshot import PodInfoLike
 
 log = logging.getLogger(__name__)
@@ -81,6 +91,7 @@ class ApiBackend:
         identity: str = "",
         recorder: EventRecorder | None = None,
         sync_timeout: float = 120.0,
+        volume_bind_timeout: float = DEFAULT_BIND_TIMEOUT,
     ) -> None:
         self.client = client
         self.identity = identity
@@ -97,6 +108,15 @@ class ApiBackend:
         self.pdbs: Informer | None = None
         self.priority_classes: Informer | None = None
         self.workloads: list[Informer] = []  # Services, ReplicationControllers, ReplicaSets, StatefulSets
+        self.storage: dict[str, Informer] = {}  # kind -> informer
+        self._stopping = threading.Event()
+        self.volume_binder = VolumeBinder(
+            client,
+            lambda name: self._stored(PERSISTENT_VOLUME, name),
+            lambda key: self._stored(PERSISTENT_VOLUME_CLAIM, key),
+            timeout=volume_bind_timeout,
+            stopping=self._stopping,
+        )
         # status patches and victim deletions, in order, off the scheduling loop
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-writes")
         self._pending_lock = threading.Lock()
@@ -139,9 +159,17 @@ class ApiBackend:
             )
         self.priority_classes = Informer(self.client, PRIORITY_CLASSES, on_forbidden=self._forbidden)
         self.workloads = [self._workload_informer(resource, handler) for resource in WORKLOADS]
+        self.storage = {kind: self._storage_informer(kind, handler) for kind in STORAGE_RESOURCES}
         self.informers = [
             i
-            for i in (self.nodes, self.pdbs, self.priority_classes, *self.workloads, self.pods)
+            for i in (
+                self.nodes,
+                self.pdbs,
+                self.priority_classes,
+                *self.workloads,
+                *self.storage.values(),
+                self.pods,
+            )
             if i is not None
         ]
         self.nodes.start()
@@ -171,6 +199,20 @@ class ApiBackend:
             on_forbidden=self._forbidden,
         )
 
+    def _storage_informer(self, kind: str, handler: EventHandler) -> Informer:
+        return Informer(
+            self.client,
+            STORAGE_RESOURCES[kind],
+            on_add=lambda obj: handler.on_storage_add(kind, obj),
+            on_update=lambda old, new: handler.on_storage_update(kind, old, new),
+            on_delete=lambda obj: handler.on_storage_delete(kind, obj),
+            on_forbidden=self._forbidden,
+        )
+
+    def _stored(self, kind: str, key: str) -> dict[str, Any] | None:
+        informer = self.storage.get(kind)
+        return None if informer is None else informer.get(key)
+
     def _forbidden(self, err: ApiError) -> None:
         log.error("permission denied err=%s", err)
         if self.on_fatal is not None:
@@ -186,6 +228,7 @@ class ApiBackend:
 
     def stop(self) -> None:
         """Stop the informers, finish queued writes and events."""
+        self._stopping.set()
         for inf in self.informers:
             inf.stop()
         self.flush(10.0)
@@ -208,6 +251,10 @@ class ApiBackend:
             self._forbidden(ApiError(403, "create", f"pods/{name}/binding", result.message, "Forbidden"))
         if not result.ok:
             raise BindError(result.message, retry=result.outcome != GONE)
+
+    def bind_volumes(self, pod: PodInfoLike, bindings: PodVolumeBindings) -> None:
+        """PreBind: bind the pod's PVs / request provisioning, wait for the claims to be bound (BindError)."""
+        self.volume_binder.bind(pod.key, bindings)
 
     def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
         """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously."""
@@ -342,6 +389,19 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("watch", "apps", "replicasets"),
     ("list", "apps", "statefulsets"),
     ("watch", "apps", "statefulsets"),
+    # volume plugins: informers, and PreBind's PV claimRef / claim selected-node updates
+    ("list", "", "persistentvolumes"),
+    ("watch", "", "persistentvolumes"),
+    ("update", "", "persistentvolumes"),
+    ("list", "", "persistentvolumeclaims"),
+    ("watch", "", "persistentvolumeclaims"),
+    ("update", "", "persistentvolumeclaims"),
+    ("list", "storage.k8s.io", "storageclasses"),
+    ("watch", "storage.k8s.io", "storageclasses"),
+    ("list", "storage.k8s.io", "csinodes"),
+    ("watch", "storage.k8s.io", "csinodes"),
+    ("list", "storage.k8s.io", "csidrivers"),
+    ("watch", "storage.k8s.io", "csidrivers"),
 )
 LEASE_PERMISSIONS = (
     ("get", "coordination.k8s.io", "leases"),

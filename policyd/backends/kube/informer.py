@@ -61,6 +61,14 @@ WORKLOADS = (
     Resource("apps/v1", "replicasets", "ReplicaSet"),
     Resource("apps/v1", "statefulsets", "StatefulSet"),
 )
+# what the volume plugins read, by kind (policyd.scheduler.cluster.volume_store)
+STORAGE_RESOURCES = {
+    "PersistentVolume": Resource("v1", "persistentvolumes", "PersistentVolume"),
+    "PersistentVolumeClaim": Resource("v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    "StorageClass": Resource("storage.k8s.io/v1", "storageclasses", "StorageClass"),
+    "CSINode": Resource("storage.k8s.io/v1", "csinodes", "CSINode"),
+    "CSIDriver": Resource("storage.k8s.io/v1", "csidrivers", "CSIDriver"),
+}
 
 
 def served_version(client: KubeClient, group: str, versions: tuple[str, ...], plural: str) -> str | None:

@@ -15,7 +15,14 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from policyd.scheduler.cluster import affinity, spread
+from policyd.scheduler.cluster import (
+    affinity,
+    spread,
+    volume_binding,
+    volume_limits,
+    volume_restrictions,
+    volumes,
+)
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity, namespace_labels
 from policyd.scheduler.cluster.selectors import CelObject, labels_of
 from policyd.scheduler.cluster.spread_constraints import SCHEDULE_ANYWAY, spread_constraints
@@ -27,6 +34,7 @@ from policyd.scheduler.cluster.tables import (
     SnapshotRows,
     SnapshotTables,
 )
+from policyd.scheduler.cluster.volume_store import VolumeStore
 from policyd.scheduler.cluster.workloads import WorkloadIndex
 
 PodKey = tuple[str, str, str]
@@ -56,11 +64,14 @@ class ClusterFunctions:
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
         index: ClusterIndex | None = None,
         workloads: WorkloadIndex | None = None,
+        volume_store: VolumeStore | None = None,
     ) -> None:
         """`index`: the scheduler's, kept across cycles (None: a fresh one for this snapshot alone);
-        `workloads`: the Services and controllers selecting pods (system default spread)."""
+        `workloads`: the Services and controllers selecting pods (system default spread);
+        `volume_store`: the storage objects (None: none)."""
         self._snapshot = snapshot
         self._workloads = workloads
+        self._volumes = volume_store if volume_store is not None else VolumeStore()
         self._namespace_labels = namespace_labels or {}
         self._index = index if index is not None else ClusterIndex()
         self._tables: SnapshotTables | None = None  # bound on first use
@@ -199,15 +210,49 @@ class ClusterFunctions:
             return affinity.empty_score_state()
         return affinity.score_state(self._bound(), pod, self._feasible_rows(pod))
 
+    # -- volumes (VolumeBinding, VolumeRestrictions, VolumeZone, NodeVolumeLimits) ---------------
+
+    def pod_volumes(self, pod: CelObject) -> dict[str, Any]:
+        """The pod's volume state (`PodVolumes`: PreFilter of the volume plugins)."""
+        placed = (p for node in self._snapshot.cels() for p in node.get("pods") or ())
+        return self._memo(
+            pod,
+            ("volumes",),
+            lambda: volumes.pod_volumes_state(pod, self._claims(pod), self._volumes, placed),
+        )
+
+    def _claims(self, pod: CelObject) -> volume_binding.PodClaims:
+        """The pod's claims resolved once per pod (VolumeBinding PreFilter)."""
+        return self._memo(pod, ("volume-claims",), lambda: volume_binding.pod_claims(pod, self._volumes))
+
+    def volume_binding(self, pod: CelObject, node: CelObject) -> dict[str, str]:
+        """Claim name -> "" when the node suits the claim, else the VolumeBinding reason."""
+        name = str(node.get("name", ""))
+        return self._memo(
+            pod,
+            ("volume-binding", name),
+            lambda: volumes.volume_binding_verdicts(self._claims(pod), self._volumes, node),
+        )
+
+    def node_disks(self, node: CelObject) -> dict[str, bool]:
+        """Disk id -> every use by the node's pods is read-only (VolumeRestrictions)."""
+        return volume_restrictions.node_disks(node.get("pods") or ())
+
+    def volume_limit(self, pod: CelObject, node: CelObject, driver: str) -> dict[str, Any]:
+        """`{key, limit, attached, requested}` of the limit `driver`'s volumes count against on the node."""
+        return volume_limits.volume_limit(pod, node, node.get("pods") or (), self._volumes, driver)
+
 
 def cluster_functions_factory(
-    max_tables: int = DEFAULT_MAX_TABLES, workloads: WorkloadIndex | None = None
+    max_tables: int = DEFAULT_MAX_TABLES,
+    workloads: WorkloadIndex | None = None,
+    volume_store: VolumeStore | None = None,
 ) -> Callable[[ClusterSnapshot], ClusterFunctions]:
     """A `ClusterFunctions` factory for one scheduler: all share one long-lived `ClusterIndex` (and
-    the scheduler's `WorkloadIndex`)."""
+    the scheduler's `WorkloadIndex` and `VolumeStore`)."""
     index = ClusterIndex(max_tables)
 
     def make(snapshot: ClusterSnapshot) -> ClusterFunctions:
-        return ClusterFunctions(snapshot, index=index, workloads=workloads)
+        return ClusterFunctions(snapshot, index=index, workloads=workloads, volume_store=volume_store)
 
     return make

@@ -118,6 +118,11 @@ def _term_matches_node(term: Mapping[str, Any], node: CelObject) -> bool:
     return True
 
 
+def node_selector_terms_match(terms: Iterable[Mapping[str, Any]], node: CelObject) -> bool:
+    """corev1 MatchNodeSelectorTerms: some NodeSelectorTerm matches the node (ORed terms)."""
+    return any(_term_matches_node(t, node) for t in terms)
+
+
 def required_node_affinity_matches(pod: CelObject, node: CelObject) -> bool:
     """nodeaffinity.GetRequiredNodeAffinity(pod).Match(node): nodeSelector AND required terms."""
     labels = labels_of(node)

@@ -179,3 +179,29 @@ def test_shipped_example_cluster_loads_into_views() -> None:
             by_name[p.node_name].add_pod(p)
     for n in nodes:  # the running pods fit where they run
         assert all(v >= 0 for v in n.cel["free"].values()), n.name
+
+
+def test_storage_kinds_with_api_defaults() -> None:
+    """PVs, PVCs, StorageClasses, CSINodes and CSIDrivers are read, defaulted as the API server and
+    the PV controller would leave them."""
+    loaded = cluster_objects(
+        [
+            {"kind": "StorageClass", "metadata": {"name": "sc"}, "provisioner": "x"},
+            {"kind": "PersistentVolume", "metadata": {"name": "free"}, "spec": {}},
+            {"kind": "PersistentVolume", "metadata": {"name": "taken"}, "spec": {"claimRef": {"name": "c"}}},
+            {"kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {}},
+            {"kind": "CSINode", "metadata": {"name": "n1"}, "spec": {"drivers": []}},
+            {"kind": "CSIDriver", "metadata": {"name": "csi.example.com"}, "spec": {}},
+        ]
+    )
+    assert loaded.storage_classes[0]["volumeBindingMode"] == "Immediate"
+    assert [pv["status"]["phase"] for pv in loaded.persistent_volumes] == ["Available", "Bound"]
+    assert loaded.persistent_volume_claims[0]["metadata"]["namespace"] == "default"
+    assert [o["kind"] for o in loaded.storage()] == [
+        "StorageClass",
+        "CSIDriver",
+        "CSINode",
+        "PersistentVolume",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+    ]
