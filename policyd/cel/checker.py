@@ -474,7 +474,19 @@ class _Checker:
                 e.offset,
             )
         self.overloads[e.id] = tuple(o.id for o in matched)
+        self._check_literals(e, matched, member)
         return result
+
+    def _check_literals(self, e: ast.Call, overloads: list[Overload], member: bool) -> None:
+        """Report the first literal argument an overload's `literal_checks` rejects."""
+        nodes = ([e.target] if member and e.target is not None else []) + list(e.args)
+        for overload in overloads:
+            for position, literal_check in overload.literal_checks:
+                node = nodes[position] if position < len(nodes) else None
+                message = literal_check(node.value) if isinstance(node, ast.Const) else None
+                if message is not None:
+                    self._issue(message, node.offset if node is not None else e.offset)
+                    return
 
     def _conditional(self, e: ast.Call) -> CelType:
         cond, if_true, if_false = (self.visit(a) for a in e.args)

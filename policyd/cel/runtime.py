@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from policyd.cel.types import (
@@ -818,25 +817,3 @@ def ends_with(s: Any, suffix: Any) -> bool:
     """`s.endsWith(suffix)`."""
     _str_args("endsWith", s, suffix)
     return bool(s.endswith(suffix))
-
-
-_RE2_UNSUPPORTED = re.compile(r"\\[pPCG]|\(\?[<=!]|\(\?<[=!]|\\[1-9]")
-
-
-@lru_cache(maxsize=512)
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """An RE2 pattern translated to Python `re`; unsupported constructs are errors."""
-    if _RE2_UNSUPPORTED.search(pattern):
-        raise CelEvalError(f"unsupported regular expression: {pattern!r}")
-    translated = pattern.replace("\\z", "\\Z")
-    translated = re.sub(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>", r"(?P<\1>", translated)
-    try:
-        return re.compile(translated)
-    except re.error as e:
-        raise CelEvalError(f"invalid regular expression {pattern!r}: {e}") from None
-
-
-def matches(s: Any, pattern: Any) -> bool:
-    """`s.matches(pattern)`: RE2 partial match."""
-    _str_args("matches", s, pattern)
-    return compile_regex(pattern).search(s) is not None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from policyd.cel import regex
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
 from policyd.cel.types import (
@@ -209,6 +210,10 @@ def _compare_decls(name: str, prefix: str, op: Callable[[Any, Any], bool]) -> Fu
     return FunctionDecl(name, tuple(overloads))
 
 
+_PATTERN_ARG = ((1, regex.pattern_issue),)
+"""The pattern of `matches` (second argument, or the argument of the member form) is checked when literal."""
+
+
 def _size_str(s: str) -> int:
     return len(s)
 
@@ -320,8 +325,15 @@ def standard_functions() -> dict[str, FunctionDecl]:
         FunctionDecl(
             "matches",
             (
-                _o("matches", (STRING, STRING), BOOL, rt.matches),
-                _o("matches_string", (STRING, STRING), BOOL, rt.matches, member=True),
+                Overload("matches", (STRING, STRING), BOOL, impl=regex.matches, literal_checks=_PATTERN_ARG),
+                Overload(
+                    "matches_string",
+                    (STRING, STRING),
+                    BOOL,
+                    member=True,
+                    impl=regex.matches,
+                    literal_checks=_PATTERN_ARG,
+                ),
             ),
         ),
         FunctionDecl(
@@ -433,8 +445,8 @@ DYNAMIC_IMPLS: dict[tuple[str, bool], Callable[..., Any]] = {
     ("contains", True): rt.contains,
     ("startsWith", True): rt.starts_with,
     ("endsWith", True): rt.ends_with,
-    ("matches", False): rt.matches,
-    ("matches", True): rt.matches,
+    ("matches", False): regex.matches,
+    ("matches", True): regex.matches,
     ("int", False): rt.to_int,
     ("uint", False): rt.to_uint,
     ("double", False): rt.to_double,
