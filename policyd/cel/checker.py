@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 
 from policyd.cel import syntax as ast
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl, Overload
+from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -64,6 +65,7 @@ TYPE_NAMES: Mapping[str, CelType] = {
     "type": TYPE,
     "google.protobuf.Timestamp": TIMESTAMP,
     "google.protobuf.Duration": DURATION,
+    **LIBRARY_TYPES,
 }
 
 # Well-known protobuf messages that may be constructed with `Name{...}`, and the CEL type of the result.

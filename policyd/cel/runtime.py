@@ -452,7 +452,7 @@ def ne(a: Any, b: Any) -> bool:
 
 def _ordered(a: Any, b: Any, op: str) -> tuple[Any, Any]:
     ta, tb = type(a), type(b)
-    if ta is tb and ta in _ORDERED_TYPES:
+    if ta is tb and ta in ORDERED_TYPES:
         return a, b
     if _num(a) and _num(b):
         if ta is float or tb is float:
@@ -461,7 +461,7 @@ def _ordered(a: Any, b: Any, op: str) -> tuple[Any, Any]:
     raise no_overload(op, a, b)
 
 
-_ORDERED_TYPES = frozenset({int, float, UInt, str, bytes, bool, Timestamp, Duration})
+ORDERED_TYPES = frozenset({int, float, UInt, str, bytes, bool, Timestamp, Duration})
 
 
 def lt(a: Any, b: Any) -> bool:

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from policyd.cel import regex
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -58,6 +59,7 @@ STANDARD_TYPE_IDENTS: dict[str, CelType] = {
     "type": TypeType(TypeType()),
     "google.protobuf.Timestamp": TypeType(TIMESTAMP),
     "google.protobuf.Duration": TypeType(DURATION),
+    **{name: TypeType(t) for name, t in LIBRARY_TYPES.items()},
 }
 """Type identifiers: name -> static type of the identifier (its value is `TypeValue(name)`)."""
 

@@ -12,12 +12,13 @@ from typing import Any
 
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
-from policyd.cel.types import BOOL, DOUBLE, INT, STRING, CelType, OpaqueType
+from policyd.cel.library_types import QUANTITY_TYPE
+from policyd.cel.types import BOOL, DOUBLE, INT, STRING, CelType
 from policyd.cel.values import INT64_MAX, INT64_MIN, Quantity
 from policyd.errors import CelEvalError
 from policyd.quantity import format_quantity, parse_quantity
 
-QUANTITY = OpaqueType("kubernetes.Quantity")
+QUANTITY = QUANTITY_TYPE
 
 
 def quantity(text: Any) -> Quantity:
