@@ -11,8 +11,11 @@ import functools
 
 from policyd.cel import regex
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.k8s_lib.formats import format_functions
 from policyd.cel.k8s_lib.lists import list_functions
 from policyd.cel.k8s_lib.quantity import quantity_functions
+from policyd.cel.k8s_lib.semver import semver_functions
+from policyd.cel.k8s_lib.url import url_functions
 from policyd.cel.types import INT, STRING, ListType
 
 
@@ -40,4 +43,11 @@ def regex_functions() -> dict[str, FunctionDecl]:
 
 def k8s_libraries() -> tuple[dict[str, FunctionDecl], ...]:
     """The Kubernetes CEL libraries' declarations, one dict per library (`policyd.cel.library` merges them)."""
-    return (quantity_functions(), list_functions(), regex_functions())
+    return (
+        quantity_functions(),
+        list_functions(),
+        regex_functions(),
+        url_functions(),
+        semver_functions(),
+        format_functions(),
+    )

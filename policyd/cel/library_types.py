@@ -6,7 +6,10 @@ The checker and the code generator resolve these names as type identifiers, like
 
 from __future__ import annotations
 
-from policyd.cel.types import OpaqueType
+from dataclasses import dataclass
+from typing import ClassVar
+
+from policyd.cel.types import CelType, OpaqueType
 
 IP_TYPE = OpaqueType("net.IP")
 CIDR_TYPE = OpaqueType("net.CIDR")
@@ -19,3 +22,26 @@ LIBRARY_TYPES: dict[str, OpaqueType] = {
     t.name: t for t in (IP_TYPE, CIDR_TYPE, QUANTITY_TYPE, URL_TYPE, SEMVER_TYPE, FORMAT_TYPE)
 }
 """Type name -> the library type it denotes."""
+
+OPTIONAL_TYPE_NAME = "optional_type"
+
+
+def optional_type(of: CelType) -> OpaqueType:
+    """`optional_type(T)`, the type of `format.named(...)` and `<Format>.validate(...)`."""
+    return OpaqueType(OPTIONAL_TYPE_NAME, (of,))
+
+
+@dataclass(frozen=True)
+class OptionalResult:
+    """An optional value returned by a library function: `value` when `present`, else none.
+
+    The same shape (`value`, `present`) as the language's optional value (cel-go's optional
+    library); a library function returns this until both are one class.
+    """
+
+    value: object
+    present: bool
+    cel_type_name: ClassVar[str] = OPTIONAL_TYPE_NAME
+
+
+OPTIONAL_NONE = OptionalResult(None, False)
