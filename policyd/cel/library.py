@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from policyd.cel.env import FunctionDecl
 from policyd.cel.ext.library import extension_libraries
 from policyd.cel.k8s import k8s_libraries
+from policyd.cel.library_costs import with_costs
 from policyd.cel.stdlib import standard_functions
 
 
@@ -32,7 +33,9 @@ def merge_functions(*libraries: Mapping[str, FunctionDecl]) -> dict[str, Functio
 
 @functools.cache
 def _library() -> dict[str, FunctionDecl]:
-    return merge_functions(standard_functions(), *extension_libraries(), *k8s_libraries())
+    return merge_functions(
+        standard_functions(), *(with_costs(lib) for lib in (*extension_libraries(), *k8s_libraries()))
+    )
 
 
 def library_functions() -> dict[str, FunctionDecl]:
