@@ -3,6 +3,9 @@
 Patterns are RE2 syntax as in cel-go and Kubernetes (Go's `regexp`); a compiled pattern is cached.
 A malformed pattern is a `CelEvalError` at run time and, when the pattern is a string literal, a
 check-time error through `pattern_issue` (the overloads' `literal_checks`).
+
+Results are memoised per (pattern, text): a scheduler asks the same question of the same label values
+for many pods and nodes, and the RE2 binding costs microseconds per call.
 """
 
 from __future__ import annotations
@@ -59,17 +62,30 @@ def _strings(name: str, *args: Any) -> None:
             raise rt.no_overload(name, *args)
 
 
+_MEMO_SIZE = 8192
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _matches(pattern: str, s: str) -> bool:
+    return compile_pattern(pattern).search(s) is not None
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _find(pattern: str, s: str) -> str:
+    m = compile_pattern(pattern).search(s)
+    return "" if m is None else str(m.group(0))
+
+
 def matches(s: Any, pattern: Any) -> bool:
     """`s.matches(pattern)`: the pattern matches a substring of `s`."""
     _strings("matches", s, pattern)
-    return compile_pattern(pattern).search(s) is not None
+    return _matches(pattern, s)
 
 
 def find(s: Any, pattern: Any) -> str:
     """`s.find(pattern)`: the leftmost match, "" when none."""
     _strings("find", s, pattern)
-    m = compile_pattern(pattern).search(s)
-    return "" if m is None else str(m.group(0))
+    return _find(pattern, s)
 
 
 def find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
@@ -80,6 +96,11 @@ def find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
     _strings("findAll", s, pattern)
     if type(limit) is not int:
         raise rt.no_overload("findAll", s, pattern, limit)
+    return list(_find_all(pattern, s, limit))
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _find_all(pattern: str, s: str, limit: int) -> tuple[str, ...]:
     regex = compile_pattern(pattern)
     out: list[str] = []
     pos = 0
@@ -95,4 +116,4 @@ def find_all(s: Any, pattern: Any, limit: Any = -1) -> list[str]:
         out.append(str(m.group(0)))
         previous_end = end
         pos = end if end > start else end + 1
-    return out
+    return tuple(out)

@@ -3,7 +3,8 @@
 Both define the same functions on `net.IP` and `net.CIDR` with Go's `net/netip` semantics: IPv4
 without leading zeros, IPv6 without zones, IPv4-mapped IPv6 addresses rejected; a CIDR keeps the
 address it was written with (`cidr('10.0.0.1/8').ip()` is `10.0.0.1`; `masked()` clears host bits).
-A literal argument of `ip(...)` / `cidr(...)` is validated at check time.
+A literal argument of `ip(...)` / `cidr(...)` is validated at check time; parsed values are memoised
+(they are immutable), so a label read on every node is parsed once.
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ class CIDR:
     def __str__(self) -> str:
         return f"{self.address}/{self.bits}"
 
-    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-        """The range with the host bits cleared."""
-        return ipaddress.ip_network(f"{self.address}/{self.bits}", strict=False)
+    def mask(self) -> int:
+        """The network mask as an integer of the address's width."""
+        width = self.address.max_prefixlen
+        return ((1 << width) - 1) ^ ((1 << (width - self.bits)) - 1)
+
+    def network_address(self) -> Address:
+        """The address with the host bits cleared."""
+        return type(self.address)(int(self.address) & self.mask())
 
 
 class _Invalid(Exception):
@@ -66,10 +72,12 @@ def _address(text: str, what: str) -> Address:
     return address
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_ip(text: str) -> IP:
     return IP(_address(text, "IP Address"))
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_cidr(text: str) -> CIDR:
     head, slash, bits_text = text.rpartition("/")
     if not slash:
@@ -210,7 +218,8 @@ def cidr_to_string(v: Any) -> str:
 
 
 def _contains(c: CIDR, a: Address) -> bool:
-    return c.address.version == a.version and a in c.network()
+    mask = c.mask()
+    return c.address.version == a.version and (int(a) & mask) == (int(c.address) & mask)
 
 
 def contains_ip(c: Any, other: Any) -> bool:
@@ -235,7 +244,7 @@ def cidr_ip(c: Any) -> IP:
 def masked(c: Any) -> CIDR:
     """`cidr.masked()`: the range with its host bits cleared."""
     r = _cidr(c, "masked")
-    return CIDR(r.network().network_address, r.bits)
+    return CIDR(r.network_address(), r.bits)
 
 
 def prefix_length(c: Any) -> int:
@@ -246,7 +255,7 @@ def prefix_length(c: Any) -> int:
 def is_mask(c: Any) -> bool:
     """`cidr.isMask()`: the address has no host bits set."""
     r = _cidr(c, "isMask")
-    return r.address == r.network().network_address
+    return r.address == r.network_address()
 
 
 def _m(oid: str, params: tuple[CelType, ...], result: CelType, impl: Any) -> Overload:

@@ -4,6 +4,7 @@ Parsing follows blang/semver (what Kubernetes uses): `MAJOR.MINOR.PATCH[-PRERELE
 without leading zeros, pre-release identifiers numeric (no leading zeros) or alphanumerics and `-`.
 With `normalize` a leading `v` is dropped, missing minor/patch become 0 and leading zeros are removed
 (`semver('v01.2', true)` is 1.2.0). Ordering is semver precedence; build metadata does not count.
+Parsed versions are memoised (they are immutable).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def _prerelease(part: str) -> str | int:
     return part
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_semver(text: str) -> Semver:
     """Parse a strict semantic version; raises SemverError."""
     if text == "":

@@ -4,7 +4,8 @@ A URL is an absolute URI or an absolute path, parsed as Go's `net/url` does for 
 (`url.ParseRequestURI`, then `url.Parse` for the parts): the scheme is lower-cased, the authority is
 `[userinfo@]host[:port]` with a numeric port, path escapes must be valid, control characters are
 rejected. `getEscapedPath` re-escapes the path as Go's `URL.EscapedPath`; `getQuery` returns every
-value of every key (`?a=1&a=2` -> `{'a': ['1', '2']}`), unescaped, `+` meaning a space.
+value of every key (`?a=1&a=2` -> `{'a': ['1', '2']}`), unescaped, `+` meaning a space. Parsed URLs
+are memoised (they are immutable).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def _scheme(raw: str) -> tuple[str, str]:
     return "", raw
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_url(raw: str) -> URL:
     """Parse a request URI as Go's url.ParseRequestURI (then url.Parse); raises URLError."""
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in raw):
