@@ -210,6 +210,27 @@ def type_name(v: Any) -> str:
     return str(name) if name else t.__name__
 
 
+def list_arg(v: Any, name: str) -> list[Any] | tuple[Any, ...]:
+    """`v` when it is a list, else the no-overload error of `name` (library functions' argument check)."""
+    if isinstance(v, list | tuple):
+        return v
+    raise no_overload(name, v)
+
+
+def string_arg(v: Any, name: str) -> str:
+    """`v` when it is a string, else the no-overload error of `name`."""
+    if type(v) is str:
+        return v  # type: ignore[no-any-return]
+    raise no_overload(name, v)
+
+
+def int_arg(v: Any, name: str) -> int:
+    """`v` when it is an int, else the no-overload error of `name`."""
+    if type(v) is int:
+        return v  # type: ignore[no-any-return]
+    raise no_overload(name, v)
+
+
 def cel_type(v: Any) -> TypeValue:
     """`type(v)`."""
     return TypeValue(type_name(v))

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from policyd.cel import regex
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.ext import network
 from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.types import (
     BOOL,
@@ -424,6 +425,13 @@ def standard_functions() -> dict[str, FunctionDecl]:
     return {d.name: d for d in decls}
 
 
+def _to_string(v: Any) -> str:
+    """`string(v)` of any value, the library types (IP, CIDR) included."""
+    if type(v) is network.IP or type(v) is network.CIDR:
+        return str(v)
+    return rt.to_string(v)
+
+
 # Generic (dynamically dispatched) implementation of each standard function/operator, used by
 # generated code when the checker did not resolve a single overload. Keys: (name, is_member).
 DYNAMIC_IMPLS: dict[tuple[str, bool], Callable[..., Any]] = {
@@ -452,7 +460,7 @@ DYNAMIC_IMPLS: dict[tuple[str, bool], Callable[..., Any]] = {
     ("int", False): rt.to_int,
     ("uint", False): rt.to_uint,
     ("double", False): rt.to_double,
-    ("string", False): rt.to_string,
+    ("string", False): _to_string,
     ("bytes", False): rt.to_bytes,
     ("bool", False): rt.to_bool,
     ("timestamp", False): rt.to_timestamp,

@@ -21,8 +21,7 @@ DEFAULT_PRECISION = 6
 
 def _shortest_fixed(f: float) -> str:
     """A finite double in fixed notation with the fewest digits that round-trip (Go's 'f', -1)."""
-    text = format(Decimal(repr(f)).normalize(), "f")
-    return text
+    return format(Decimal(repr(f)).normalize(), "f")
 
 
 def _special(f: float) -> str | None:
@@ -31,10 +30,6 @@ def _special(f: float) -> str | None:
     if math.isinf(f):
         return "Infinity" if f > 0 else "-Infinity"
     return None
-
-
-def _kind(v: Any) -> str:
-    return rt.type_name(v)
 
 
 def format_value(v: Any) -> str:
@@ -65,7 +60,7 @@ def format_value(v: Any) -> str:
         return "{" + ", ".join(f"{k}: {x}" for k, x in entries) + "}"
     raise CelEvalError(
         "error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, "
-        f"maps, lists, types, durations, and timestamps, was given {_kind(v)}"
+        f"maps, lists, types, durations, and timestamps, was given {rt.type_name(v)}"
     )
 
 
@@ -76,7 +71,7 @@ def _decimal(v: Any, _precision: int) -> str:
     if t is float:
         return _special(v) or _shortest_fixed(v)
     raise CelEvalError(
-        f"error during formatting: decimal clause can only be used on ints, uints, and doubles, was given {_kind(v)}"
+        f"error during formatting: decimal clause can only be used on ints, uints, and doubles, was given {rt.type_name(v)}"
     )
 
 
@@ -89,7 +84,7 @@ def _float_clause(name: str, spec: str) -> Callable[[Any, int], str]:
             return _special(v) or format(v, f".{precision}{spec}")
         raise CelEvalError(
             f"error during formatting: {name} clause can only be used on ints, uints, and doubles, "
-            f"was given {_kind(v)}"
+            f"was given {rt.type_name(v)}"
         )
 
     return clause
@@ -102,7 +97,7 @@ def _binary(v: Any, _precision: int) -> str:
     if t is int or t is UInt:
         return format(int(v), "b")
     raise CelEvalError(
-        f"error during formatting: only ints, uints, and bools can be formatted as binary, was given {_kind(v)}"
+        f"error during formatting: only ints, uints, and bools can be formatted as binary, was given {rt.type_name(v)}"
     )
 
 
@@ -111,7 +106,7 @@ def _octal(v: Any, _precision: int) -> str:
     if t is int or t is UInt:
         return format(int(v), "o")
     raise CelEvalError(
-        f"error during formatting: octal clause can only be used on ints and uints, was given {_kind(v)}"
+        f"error during formatting: octal clause can only be used on ints and uints, was given {rt.type_name(v)}"
     )
 
 
@@ -127,7 +122,7 @@ def _hex(upper: bool) -> Callable[[Any, int], str]:
         else:
             raise CelEvalError(
                 "error during formatting: only ints, uints, bytes, and strings can be formatted as hex, "
-                f"was given {_kind(v)}"
+                f"was given {rt.type_name(v)}"
             )
         return text.upper() if upper else text
 

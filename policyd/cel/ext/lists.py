@@ -20,15 +20,9 @@ T = TypeParam("T")
 LIST_T = ListType(T)
 
 
-def _list(v: Any, name: str) -> list[Any] | tuple[Any, ...]:
-    if isinstance(v, list | tuple):
-        return v
-    raise rt.no_overload(name, v)
-
-
 def slice_(v: Any, start: Any, end: Any) -> list[Any]:
     """`list.slice(start, end)`: the elements from start (inclusive) to end (exclusive)."""
-    items = _list(v, "slice")
+    items = rt.list_arg(v, "slice")
     if type(start) is not int or type(end) is not int:
         raise rt.no_overload("slice", v, start, end)
     if start < 0 or end < 0:
@@ -54,7 +48,7 @@ def _flatten(items: list[Any] | tuple[Any, ...], depth: int) -> list[Any]:
 
 def flatten(v: Any, depth: Any = 1) -> list[Any]:
     """`list.flatten([depth])`: nested lists spliced in, `depth` levels deep (default 1)."""
-    items = _list(v, "flatten")
+    items = rt.list_arg(v, "flatten")
     if type(depth) is not int:
         raise rt.no_overload("flatten", v, depth)
     if depth < 0:
@@ -64,13 +58,13 @@ def flatten(v: Any, depth: Any = 1) -> list[Any]:
 
 def reverse(v: Any) -> list[Any]:
     """`list.reverse()`."""
-    return list(_list(v, "reverse"))[::-1]
+    return list(rt.list_arg(v, "reverse"))[::-1]
 
 
 def distinct(v: Any) -> list[Any]:
     """`list.distinct()`: the first of each group of equal elements, in order (CEL equality)."""
     out: list[Any] = []
-    for x in _list(v, "distinct"):
+    for x in rt.list_arg(v, "distinct"):
         if not any(rt.eq(x, seen) for seen in out):
             out.append(x)
     return out
@@ -82,8 +76,8 @@ def _compare(a: Any, b: Any) -> int:
 
 def sort_by_associated_keys(v: Any, keys: Any) -> list[Any]:
     """`@sortByAssociatedKeys(list, keys)`: the list ordered by the key at the same position."""
-    items = _list(v, "@sortByAssociatedKeys")
-    key_list = _list(keys, "@sortByAssociatedKeys")
+    items = rt.list_arg(v, "@sortByAssociatedKeys")
+    key_list = rt.list_arg(keys, "@sortByAssociatedKeys")
     if len(items) != len(key_list):
         raise CelEvalError(
             "@sortByAssociatedKeys() expected a list of the same size as the associated keys list, "

@@ -92,16 +92,10 @@ def _parse_cidr(text: str) -> CIDR:
     return CIDR(address, int(bits_text))
 
 
-def _string(v: Any, name: str) -> str:
-    if type(v) is str:
-        return v
-    raise rt.no_overload(name, v)
-
-
 def ip(text: Any) -> IP:
     """`ip(string)`: parse an IP address; malformed text is an error."""
     try:
-        return _parse_ip(_string(text, "ip"))
+        return _parse_ip(rt.string_arg(text, "ip"))
     except _Invalid as e:
         raise CelEvalError(str(e)) from None
 
@@ -109,7 +103,7 @@ def ip(text: Any) -> IP:
 def cidr(text: Any) -> CIDR:
     """`cidr(string)`: parse a CIDR range; malformed text is an error."""
     try:
-        return _parse_cidr(_string(text, "cidr"))
+        return _parse_cidr(rt.string_arg(text, "cidr"))
     except _Invalid as e:
         raise CelEvalError(str(e)) from None
 
@@ -134,12 +128,12 @@ def cidr_issue(text: Any) -> str | None:
 
 def is_ip(text: Any) -> bool:
     """`isIP(string)`."""
-    return ip_issue(_string(text, "isIP")) is None
+    return ip_issue(rt.string_arg(text, "isIP")) is None
 
 
 def is_cidr(text: Any) -> bool:
     """`isCIDR(string)`."""
-    return cidr_issue(_string(text, "isCIDR")) is None
+    return cidr_issue(rt.string_arg(text, "isCIDR")) is None
 
 
 def is_canonical(text: Any) -> bool:

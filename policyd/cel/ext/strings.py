@@ -16,37 +16,19 @@ from policyd.cel.types import DYN, INT, STRING, ListType
 from policyd.errors import CelEvalError
 
 
-def _s(v: Any, name: str) -> str:
-    if type(v) is str:
-        return v
-    raise rt.no_overload(name, v)
-
-
-def _i(v: Any, name: str) -> int:
-    if type(v) is int:
-        return v
-    raise rt.no_overload(name, v)
-
-
-def _list(v: Any, name: str) -> list[Any] | tuple[Any, ...]:
-    if isinstance(v, list | tuple):
-        return v
-    raise rt.no_overload(name, v)
-
-
 def lower_ascii(s: Any) -> str:
     """`s.lowerAscii()`: only ASCII letters change."""
-    return "".join(c.lower() if "A" <= c <= "Z" else c for c in _s(s, "lowerAscii"))
+    return "".join(c.lower() if "A" <= c <= "Z" else c for c in rt.string_arg(s, "lowerAscii"))
 
 
 def upper_ascii(s: Any) -> str:
     """`s.upperAscii()`: only ASCII letters change."""
-    return "".join(c.upper() if "a" <= c <= "z" else c for c in _s(s, "upperAscii"))
+    return "".join(c.upper() if "a" <= c <= "z" else c for c in rt.string_arg(s, "upperAscii"))
 
 
 def split(s: Any, sep: Any, limit: Any = -1) -> list[str]:
     """`s.split(sep[, limit])` with Go's strings.SplitN semantics."""
-    text, separator, n = _s(s, "split"), _s(sep, "split"), _i(limit, "split")
+    text, separator, n = rt.string_arg(s, "split"), rt.string_arg(sep, "split"), rt.int_arg(limit, "split")
     if n == 0:
         return []
     if separator == "":
@@ -61,15 +43,20 @@ def split(s: Any, sep: Any, limit: Any = -1) -> list[str]:
 
 def join(v: Any, sep: Any = "") -> str:
     """`list.join([sep])` of strings."""
-    items = _list(v, "join")
+    items = rt.list_arg(v, "join")
     for x in items:
-        _s(x, "join")
-    return _s(sep, "join").join(items)
+        rt.string_arg(x, "join")
+    return rt.string_arg(sep, "join").join(items)
 
 
 def replace(s: Any, old: Any, new: Any, limit: Any = -1) -> str:
     """`s.replace(old, new[, n])` (n < 0: every occurrence)."""
-    text, o, n_, k = _s(s, "replace"), _s(old, "replace"), _s(new, "replace"), _i(limit, "replace")
+    text, o, n_, k = (
+        rt.string_arg(s, "replace"),
+        rt.string_arg(old, "replace"),
+        rt.string_arg(new, "replace"),
+        rt.int_arg(limit, "replace"),
+    )
     return text.replace(o, n_) if k < 0 else text.replace(o, n_, k)
 
 
@@ -81,7 +68,7 @@ _GO_SPACE_TEXT = "".join(sorted(_GO_SPACE))
 
 def trim(s: Any) -> str:
     """`s.trim()`: strip leading and trailing Unicode white space (Go's unicode.IsSpace)."""
-    return _s(s, "trim").strip(_GO_SPACE_TEXT)
+    return rt.string_arg(s, "trim").strip(_GO_SPACE_TEXT)
 
 
 def _check_index(i: int, n: int) -> None:
@@ -91,26 +78,30 @@ def _check_index(i: int, n: int) -> None:
 
 def index_of(s: Any, sub: Any, start: Any = 0) -> int:
     """`s.indexOf(sub[, start])` in code points; -1 when absent."""
-    text, needle, offset = _s(s, "indexOf"), _s(sub, "indexOf"), _i(start, "indexOf")
+    text, needle, offset = (
+        rt.string_arg(s, "indexOf"),
+        rt.string_arg(sub, "indexOf"),
+        rt.int_arg(start, "indexOf"),
+    )
     _check_index(offset, len(text))
     return text.find(needle, offset)
 
 
 def last_index_of(s: Any, sub: Any, end: Any = None) -> int:
     """`s.lastIndexOf(sub[, end])` in code points: the last match starting at or before `end`."""
-    text, needle = _s(s, "lastIndexOf"), _s(sub, "lastIndexOf")
+    text, needle = rt.string_arg(s, "lastIndexOf"), rt.string_arg(sub, "lastIndexOf")
     if end is None:
         return text.rfind(needle)
-    offset = _i(end, "lastIndexOf")
+    offset = rt.int_arg(end, "lastIndexOf")
     _check_index(offset, len(text))
     return text.rfind(needle, 0, offset + len(needle))
 
 
 def substring(s: Any, start: Any, end: Any = None) -> str:
     """`s.substring(start[, end])` in code points; bad ranges are errors."""
-    text = _s(s, "substring")
-    a = _i(start, "substring")
-    b = len(text) if end is None else _i(end, "substring")
+    text = rt.string_arg(s, "substring")
+    a = rt.int_arg(start, "substring")
+    b = len(text) if end is None else rt.int_arg(end, "substring")
     _check_index(a, len(text))
     _check_index(b, len(text))
     if a > b:
@@ -120,14 +111,14 @@ def substring(s: Any, start: Any, end: Any = None) -> str:
 
 def char_at(s: Any, i: Any) -> str:
     """`s.charAt(i)`: the code point at i ("" at the end)."""
-    text, k = _s(s, "charAt"), _i(i, "charAt")
+    text, k = rt.string_arg(s, "charAt"), rt.int_arg(i, "charAt")
     _check_index(k, len(text))
     return text[k : k + 1]
 
 
 def reverse(s: Any) -> str:
     """`s.reverse()`: the code points in reverse order."""
-    return _s(s, "reverse")[::-1]
+    return rt.string_arg(s, "reverse")[::-1]
 
 
 _QUOTE_ESCAPES = {
@@ -145,7 +136,7 @@ _QUOTE_ESCAPES = {
 
 def quote(s: Any) -> str:
     """`strings.quote(s)`: `s` in double quotes with escapes; invalid code points become U+FFFD."""
-    text = _s(s, "strings.quote")
+    text = rt.string_arg(s, "strings.quote")
     out = []
     for c in text:
         if 0xD800 <= ord(c) <= 0xDFFF:

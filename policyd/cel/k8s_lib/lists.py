@@ -50,15 +50,9 @@ COMPARABLE: tuple[tuple[str, CelType], ...] = (
 """Element types `min()`, `max()` and `isSorted()` accept."""
 
 
-def _list(v: Any, name: str) -> list[Any] | tuple[Any, ...]:
-    if isinstance(v, list | tuple):
-        return v
-    raise rt.no_overload(name, v)
-
-
 def list_sum(v: Any, zero: Any = 0) -> Any:
     """`list.sum()` of ints, uints, doubles or durations (`zero`, of the element type, when empty)."""
-    items = _list(v, "sum")
+    items = rt.list_arg(v, "sum")
     if not items:
         return zero
     total = items[0]
@@ -67,33 +61,30 @@ def list_sum(v: Any, zero: Any = 0) -> Any:
     return total
 
 
-def list_min(v: Any) -> Any:
-    """`list.min()`; empty list is an error."""
-    items = _list(v, "min")
+def _extreme(v: Any, name: str, better: Any) -> Any:
+    items = rt.list_arg(v, name)
     if not items:
-        raise CelEvalError("min called on empty list")
+        raise CelEvalError(f"{name} called on empty list")
     best = items[0]
     for x in items[1:]:
-        if rt.lt(x, best):
+        if better(x, best):
             best = x
     return best
+
+
+def list_min(v: Any) -> Any:
+    """`list.min()`: the first smallest element; an empty list is an error."""
+    return _extreme(v, "min", rt.lt)
 
 
 def list_max(v: Any) -> Any:
-    """`list.max()`; empty list is an error."""
-    items = _list(v, "max")
-    if not items:
-        raise CelEvalError("max called on empty list")
-    best = items[0]
-    for x in items[1:]:
-        if rt.gt(x, best):
-            best = x
-    return best
+    """`list.max()`: the first largest element; an empty list is an error."""
+    return _extreme(v, "max", rt.gt)
 
 
 def list_index_of(v: Any, x: Any) -> int:
     """`list.indexOf(x)`: first index, -1 when absent."""
-    for i, item in enumerate(_list(v, "indexOf")):
+    for i, item in enumerate(rt.list_arg(v, "indexOf")):
         if rt.eq(item, x):
             return i
     return -1
@@ -101,7 +92,7 @@ def list_index_of(v: Any, x: Any) -> int:
 
 def list_last_index_of(v: Any, x: Any) -> int:
     """`list.lastIndexOf(x)`: last index, -1 when absent."""
-    items = _list(v, "lastIndexOf")
+    items = rt.list_arg(v, "lastIndexOf")
     for i in range(len(items) - 1, -1, -1):
         if rt.eq(items[i], x):
             return i
@@ -110,7 +101,7 @@ def list_last_index_of(v: Any, x: Any) -> int:
 
 def list_is_sorted(v: Any) -> bool:
     """`list.isSorted()`."""
-    items = _list(v, "isSorted")
+    items = rt.list_arg(v, "isSorted")
     return all(rt.le(items[i], items[i + 1]) for i in range(len(items) - 1))
 
 

@@ -118,3 +118,9 @@ def test_is_ip_rejects_a_cidr_at_check_time() -> None:
 def test_format_of_an_ip_is_an_error() -> None:
     with pytest.raises(CelEvalError, match="string clause can only be used on"):
         ev("'%s'.format([[ip('10.0.0.1')]])")
+
+
+def test_dynamic_values_dispatch_to_the_library() -> None:
+    assert ev("string(dyn(ip('1.2.3.4')))") == "1.2.3.4"
+    assert ev("string(dyn(cidr('::1/128')))") == "::1/128"
+    assert ev("dyn(cidr('10.0.0.0/8')).containsIP('10.0.0.1')") is True
