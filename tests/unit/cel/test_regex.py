@@ -8,6 +8,7 @@ import pytest
 
 from policyd.cel.program import CelCompileError, compile_expression
 from policyd.errors import CelEvalError
+from policyd.policy.loader import load_texts
 from tests.unit.cel.library_cases import ENV, ev
 
 
@@ -66,3 +67,27 @@ def test_malformed_computed_pattern_is_a_runtime_error() -> None:
 def test_backreferences_are_rejected() -> None:
     with pytest.raises(CelCompileError):
         compile_expression(r"'aa'.matches('(a)\\1')", ENV)
+
+
+POLICY = """policy bad-literals {
+  profiles = ["policyd"]
+  match = true
+
+  filter TeamName {
+    expr = "team" in pod.labels &&
+      pod.labels["team"].matches("^(ml|data")
+  }
+  filter Subnet {
+    expr = cidr("10.0.0.0/33").containsIP(node.labels["ip"])
+  }
+}
+"""
+
+
+def test_lint_reports_malformed_literals_at_their_file_position() -> None:
+    result = load_texts({"team.policy": POLICY})
+    found = [(d.span.line, d.span.column, d.message.split(":")[0]) for d in result.errors]
+    assert found == [
+        (7, 34, "invalid regular expression '^(ml|data'"),
+        (10, 17, "network address '10.0.0.0/33' parse error during conversion from string"),
+    ]
