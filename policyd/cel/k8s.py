@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 from policyd.cel import regex
 from policyd.cel.env import FunctionDecl, Overload
@@ -16,7 +18,7 @@ from policyd.cel.k8s_lib.lists import list_functions
 from policyd.cel.k8s_lib.quantity import quantity_functions
 from policyd.cel.k8s_lib.semver import semver_functions
 from policyd.cel.k8s_lib.url import url_functions
-from policyd.cel.types import INT, STRING, ListType
+from policyd.cel.types import INT, STRING, CelType, ListType
 
 
 @functools.cache
@@ -25,8 +27,8 @@ def regex_functions() -> dict[str, FunctionDecl]:
     pattern = ((1, regex.pattern_issue),)
     strings = ListType(STRING)
 
-    def member(oid: str, params: tuple[object, ...], result: object, impl: object) -> Overload:
-        return Overload(oid, params, result, member=True, impl=impl, literal_checks=pattern)  # type: ignore[arg-type]
+    def member(oid: str, params: tuple[CelType, ...], result: CelType, impl: Callable[..., Any]) -> Overload:
+        return Overload(oid, params, result, member=True, impl=impl, literal_checks=pattern)
 
     decls = [
         FunctionDecl("find", (member("string_find_string", (STRING, STRING), STRING, regex.find),)),
