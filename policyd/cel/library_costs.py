@@ -176,6 +176,8 @@ CONSTANT_FUNCTIONS = frozenset(
         "minor",
         "patch",
         "format.named",
+        "first",
+        "last",
         "math.ceil",
         "math.floor",
         "math.round",

@@ -1,5 +1,6 @@
 """cel-go's lists extension (version 2): `slice`, `flatten`, `reverse`, `distinct`, `sort`,
-`lists.range`, and `@sortByAssociatedKeys`, the function cel-go's `sortBy` macro expands to.
+`lists.range`, and `@sortByAssociatedKeys`, the function cel-go's `sortBy` macro expands to; with
+`first()` and `last()` (optional values; cel-go declares them in its optional library).
 
 Elements compare and match with CEL equality and ordering (`policyd.cel.runtime`); `sort` needs
 elements of one comparable type.
@@ -13,6 +14,7 @@ from typing import Any
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
 from policyd.cel.k8s_lib.lists import COMPARABLE
+from policyd.cel.library_types import OPTIONAL_NONE, OptionalResult, optional_type
 from policyd.cel.types import DYN, INT, CelType, ListType, TypeParam
 from policyd.errors import CelEvalError
 
@@ -103,6 +105,18 @@ def sort(v: Any) -> list[Any]:
     return sort_by_associated_keys(v, v)
 
 
+def first(v: Any) -> OptionalResult:
+    """`list.first()`: the first element, none when the list is empty."""
+    items = rt.list_arg(v, "first")
+    return OptionalResult(items[0], True) if items else OPTIONAL_NONE
+
+
+def last(v: Any) -> OptionalResult:
+    """`list.last()`: the last element, none when the list is empty."""
+    items = rt.list_arg(v, "last")
+    return OptionalResult(items[-1], True) if items else OPTIONAL_NONE
+
+
 def lists_range(n: Any) -> list[int]:
     """`lists.range(n)`: [0, 1, ..., n - 1] (empty when n <= 0)."""
     if type(n) is not int:
@@ -138,6 +152,8 @@ def list_functions() -> dict[str, FunctionDecl]:
                 for n, t in COMPARABLE
             ),
         ),
+        FunctionDecl("first", (_m("list_first", (LIST_T,), optional_type(T), first),)),
+        FunctionDecl("last", (_m("list_last", (LIST_T,), optional_type(T), last),)),
         FunctionDecl("lists.range", (Overload("lists_range", (INT,), ListType(INT), impl=lists_range),)),
     ]
     return {d.name: d for d in decls}

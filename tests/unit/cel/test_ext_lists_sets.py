@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policyd.cel.ext.lists import sort_by_associated_keys
+from policyd.cel.library_types import OPTIONAL_NONE, OptionalResult
 from policyd.cel.program import CelCompileError, compile_expression, library_functions
 from policyd.errors import CelEvalError
 from tests.unit.cel.library_cases import ENV, ev
@@ -98,3 +99,11 @@ def test_sort_of_mixed_literal_is_rejected_by_the_checker() -> None:
 def test_lists_range_is_typed() -> None:
     assert str(compile_expression("lists.range(3)", ENV).type) == "list(int)"
     assert str(compile_expression("[1, 2].slice(0, 1)", ENV).type) == "list(int)"
+
+
+def test_first_and_last_are_optional() -> None:
+    assert ev("[1, 2, 3].first()") == OptionalResult(1, True)
+    assert ev("[1, 2, 3].last()") == OptionalResult(3, True)
+    assert ev("xs.first()", xs=[]) == OPTIONAL_NONE
+    assert ev("xs.last()", xs=[]) == OPTIONAL_NONE
+    assert str(compile_expression("[1, 2].first()", ENV).type) == "optional_type(int)"
