@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 
 from policyd.cel import syntax as ast
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl, Overload
+from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.optional import optional_of, optional_param
 from policyd.cel.types import (
     BOOL,
@@ -67,6 +68,7 @@ TYPE_NAMES: Mapping[str, CelType] = {
     "google.protobuf.Timestamp": TIMESTAMP,
     "google.protobuf.Duration": DURATION,
     OPTIONAL_TYPE_NAME: optional_of(DYN),
+    **LIBRARY_TYPES,
 }
 
 # Well-known protobuf messages that may be constructed with `Name{...}`, and the CEL type of the result.
@@ -504,6 +506,7 @@ class _Checker:
                 e.offset,
             )
         self.overloads[e.id] = tuple(o.id for o in matched)
+        self._check_literals(e, matched, member)
         return result
 
     def _optional_select(self, e: ast.Call) -> CelType:
@@ -554,6 +557,17 @@ class _Checker:
         if inner is None:
             return self._issue(f"{what} must be optional, found '{format_type(t)}'", offset)
         return inner
+
+    def _check_literals(self, e: ast.Call, overloads: list[Overload], member: bool) -> None:
+        """Report the first literal argument an overload's `literal_checks` rejects."""
+        nodes = ([e.target] if member and e.target is not None else []) + list(e.args)
+        for overload in overloads:
+            for position, literal_check in overload.literal_checks:
+                node = nodes[position] if position < len(nodes) else None
+                message = literal_check(node.value) if isinstance(node, ast.Const) else None
+                if message is not None:
+                    self._issue(message, node.offset if node is not None else e.offset)
+                    return
 
     def _conditional(self, e: ast.Call) -> CelType:
         cond, if_true, if_false = (self.visit(a) for a in e.args)

@@ -11,10 +11,10 @@ Costs (cel-go's checker/cost.go constants):
   size estimates of receiver and arguments, 1 for scalars), else the built-in rules below, else 1;
   plus the cost of its target and arguments;
 - string traversals cost `ceil(size * 0.1)`: `startsWith`, `endsWith` (the argument), string/bytes `+`
-  (both operands), equality/ordering of strings, bytes, lists and maps (the smaller operand), string
-  library functions such as `lowerAscii`, `split`, `replace` (the receiver); `contains` is the product
-  of both traversals; `matches`/`find` are `ceil((size + 1) * 0.1) * ceil(pattern * 0.25)`;
-  `x in list` and list functions (`sum`, `min`, `max`, `indexOf`, `isSorted`, `join`) cost the list size;
+  (both operands), equality/ordering of strings, bytes, lists and maps (the smaller operand);
+  `contains` is the product of both traversals; `matches` is `regex_cost(size, pattern)`,
+  `ceil((size + 1) * 0.1) * ceil(pattern * 0.25)`; `x in list` costs the list size; the library
+  functions (cel-go extensions, Kubernetes' libraries) declare theirs (`policyd.cel.library_costs`);
 - `&&`, `||`: the sum of both operands; `c ? a : b`: `c` plus the dearer branch; `dyn(x)`: 1 + `x`;
 - a comprehension: range + init + result + size(range) x (condition + step); nested comprehensions
   therefore multiply.
@@ -50,25 +50,7 @@ MESSAGE_CREATE_COST = 40
 STRING_TRAVERSAL_FACTOR = 0.1
 REGEX_FACTOR = 0.25
 
-_STRING_RECEIVER_FUNCTIONS = frozenset(
-    {
-        "lowerAscii",
-        "upperAscii",
-        "trim",
-        "split",
-        "replace",
-        "substring",
-        "charAt",
-        "lastIndexOf",
-        "reverse",
-        "quote",
-        "format",
-        "string",
-        "bytes",
-    }
-)
-_LIST_FUNCTIONS = frozenset({"sum", "min", "max", "isSorted", "join", "indexOf", "lastIndexOf", "distinct"})
-_REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
+_REGEX_FUNCTIONS = frozenset({"matches"})
 _ORDER_OPERATORS = frozenset({"_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_"})
 
 
@@ -124,6 +106,11 @@ class _Local:
 
 def _traverse(size: int) -> int:
     return math.ceil(size * STRING_TRAVERSAL_FACTOR)
+
+
+def regex_cost(text_size: int, pattern_size: int) -> int:
+    """Cost of matching a regular expression of `pattern_size` characters against `text_size` characters."""
+    return max(1, _traverse(text_size + 1) * math.ceil(pattern_size * REGEX_FACTOR))
 
 
 class _Estimator:
@@ -278,11 +265,11 @@ class _Estimator:
             if fn == "contains" and self._type(target.node) in (STRING, BYTES):
                 return max(1, _traverse(receiver) * _traverse(argument))
             if fn in _REGEX_FUNCTIONS:
-                return max(1, _traverse(receiver + 1) * math.ceil(argument * REGEX_FACTOR))
+                return regex_cost(receiver, argument)
             if fn in ("startsWith", "endsWith"):
                 return max(1, _traverse(argument))
         if fn in _REGEX_FUNCTIONS and len(args) == 2 and target is None:
-            return max(1, _traverse(self.size(args[0]) + 1) * math.ceil(self.size(args[1]) * REGEX_FACTOR))
+            return regex_cost(self.size(args[0]), self.size(args[1]))
         if fn == "_+_" and len(args) == 2:
             t = self._type(args[0].node)
             if t == STRING or t == BYTES:
@@ -294,12 +281,6 @@ class _Estimator:
             return 1
         if fn == "@in" and len(args) == 2:
             return max(1, sizes[1]) if isinstance(self._type(args[1].node), ListType | DynType) else 1
-        if target is not None:
-            receiver_type = self._type(target.node)
-            if fn in _LIST_FUNCTIONS and isinstance(receiver_type, ListType):
-                return max(1, self.size(target))
-            if fn in _STRING_RECEIVER_FUNCTIONS | {"indexOf"} and receiver_type in (STRING, BYTES):
-                return max(1, _traverse(self.size(target)))
         return 1
 
     # -- comprehensions --------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ class Overload:
     impl: Callable[..., Any] | None = None
     # estimated cost of one call, as a function of argument size estimates (None: cost 1)
     cost: Callable[..., int] | None = None
+    # check-time validation of literal arguments: (position, receiver first; check), where
+    # `check(value)` returns why the literal is invalid (a malformed regex, IP address) or None
+    literal_checks: tuple[tuple[int, Callable[[Any], str | None]], ...] = ()
 
 
 @dataclass(frozen=True)

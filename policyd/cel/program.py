@@ -6,17 +6,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policyd.cel import library
 from policyd.cel import runtime as rt
 from policyd.cel import syntax as ast
 from policyd.cel.checker import check as check_expression
 from policyd.cel.codegen import container_candidates, generate_function
-from policyd.cel.comprehension import comprehension_functions
 from policyd.cel.cost import estimate
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl
-from policyd.cel.k8s import k8s_functions
-from policyd.cel.optional import optional_functions
 from policyd.cel.parser import parse_cel
-from policyd.cel.stdlib import standard_functions
 from policyd.cel.types import DYN, CelType
 from policyd.cel.walk import Bound, Scoped, scoped_children, walk
 from policyd.errors import CelError, CelEvalError, SourceSpan
@@ -25,14 +22,8 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def library_functions() -> dict[str, FunctionDecl]:
-    """The standard library, the language's optional and comprehension functions, and the Kubernetes
-    CEL library declarations (a function declared by several keeps the overloads of all)."""
-    functions = dict(standard_functions())
-    for library in (optional_functions(), comprehension_functions(), k8s_functions()):
-        for name, decl in library.items():
-            known = functions.get(name)
-            functions[name] = decl if known is None else FunctionDecl(name, known.overloads + decl.overloads)
-    return functions
+    """The standard library, cel-go's extensions and the Kubernetes CEL libraries."""
+    return library.library_functions()
 
 
 def standard_env(

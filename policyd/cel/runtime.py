@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from policyd.cel.types import (
@@ -214,6 +213,27 @@ def type_name(v: Any) -> str:
         return "int"
     name = getattr(v, "cel_type_name", None)
     return str(name) if name else t.__name__
+
+
+def list_arg(v: Any, name: str) -> list[Any] | tuple[Any, ...]:
+    """`v` when it is a list, else the no-overload error of `name` (library functions' argument check)."""
+    if isinstance(v, list | tuple):
+        return v
+    raise no_overload(name, v)
+
+
+def string_arg(v: Any, name: str) -> str:
+    """`v` when it is a string, else the no-overload error of `name`."""
+    if type(v) is str:
+        return v  # type: ignore[no-any-return]
+    raise no_overload(name, v)
+
+
+def int_arg(v: Any, name: str) -> int:
+    """`v` when it is an int, else the no-overload error of `name`."""
+    if type(v) is int:
+        return v  # type: ignore[no-any-return]
+    raise no_overload(name, v)
 
 
 def cel_type(v: Any) -> TypeValue:
@@ -460,7 +480,7 @@ def ne(a: Any, b: Any) -> bool:
 
 def _ordered(a: Any, b: Any, op: str) -> tuple[Any, Any]:
     ta, tb = type(a), type(b)
-    if ta is tb and ta in _ORDERED_TYPES:
+    if ta is tb and ta in ORDERED_TYPES:
         return a, b
     if _num(a) and _num(b):
         if ta is float or tb is float:
@@ -469,7 +489,7 @@ def _ordered(a: Any, b: Any, op: str) -> tuple[Any, Any]:
     raise no_overload(op, a, b)
 
 
-_ORDERED_TYPES = frozenset({int, float, UInt, str, bytes, bool, Timestamp, Duration})
+ORDERED_TYPES = frozenset({int, float, UInt, str, bytes, bool, Timestamp, Duration})
 
 
 def lt(a: Any, b: Any) -> bool:
@@ -864,25 +884,3 @@ def ends_with(s: Any, suffix: Any) -> bool:
     """`s.endsWith(suffix)`."""
     _str_args("endsWith", s, suffix)
     return bool(s.endswith(suffix))
-
-
-_RE2_UNSUPPORTED = re.compile(r"\\[pPCG]|\(\?[<=!]|\(\?<[=!]|\\[1-9]")
-
-
-@lru_cache(maxsize=512)
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """An RE2 pattern translated to Python `re`; unsupported constructs are errors."""
-    if _RE2_UNSUPPORTED.search(pattern):
-        raise CelEvalError(f"unsupported regular expression: {pattern!r}")
-    translated = pattern.replace("\\z", "\\Z")
-    translated = re.sub(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>", r"(?P<\1>", translated)
-    try:
-        return re.compile(translated)
-    except re.error as e:
-        raise CelEvalError(f"invalid regular expression {pattern!r}: {e}") from None
-
-
-def matches(s: Any, pattern: Any) -> bool:
-    """`s.matches(pattern)`: RE2 partial match."""
-    _str_args("matches", s, pattern)
-    return compile_regex(pattern).search(s) is not None

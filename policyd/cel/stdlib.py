@@ -15,8 +15,11 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from policyd.cel import regex
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.ext import network
+from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -57,6 +60,7 @@ STANDARD_TYPE_IDENTS: dict[str, CelType] = {
     "type": TypeType(TypeType()),
     "google.protobuf.Timestamp": TypeType(TIMESTAMP),
     "google.protobuf.Duration": TypeType(DURATION),
+    **{name: TypeType(t) for name, t in LIBRARY_TYPES.items()},
 }
 """Type identifiers: name -> static type of the identifier (its value is `TypeValue(name)`)."""
 
@@ -209,6 +213,10 @@ def _compare_decls(name: str, prefix: str, op: Callable[[Any, Any], bool]) -> Fu
     return FunctionDecl(name, tuple(overloads))
 
 
+_PATTERN_ARG = ((1, regex.pattern_issue),)
+"""The pattern of `matches` (second argument, or the argument of the member form) is checked when literal."""
+
+
 def _size_str(s: str) -> int:
     return len(s)
 
@@ -320,8 +328,15 @@ def standard_functions() -> dict[str, FunctionDecl]:
         FunctionDecl(
             "matches",
             (
-                _o("matches", (STRING, STRING), BOOL, rt.matches),
-                _o("matches_string", (STRING, STRING), BOOL, rt.matches, member=True),
+                Overload("matches", (STRING, STRING), BOOL, impl=regex.matches, literal_checks=_PATTERN_ARG),
+                Overload(
+                    "matches_string",
+                    (STRING, STRING),
+                    BOOL,
+                    member=True,
+                    impl=regex.matches,
+                    literal_checks=_PATTERN_ARG,
+                ),
             ),
         ),
         FunctionDecl(
@@ -410,6 +425,13 @@ def standard_functions() -> dict[str, FunctionDecl]:
     return {d.name: d for d in decls}
 
 
+def _to_string(v: Any) -> str:
+    """`string(v)` of any value, the library types (IP, CIDR) included."""
+    if type(v) is network.IP or type(v) is network.CIDR:
+        return str(v)
+    return rt.to_string(v)
+
+
 # Generic (dynamically dispatched) implementation of each standard function/operator, used by
 # generated code when the checker did not resolve a single overload. Keys: (name, is_member).
 DYNAMIC_IMPLS: dict[tuple[str, bool], Callable[..., Any]] = {
@@ -433,12 +455,12 @@ DYNAMIC_IMPLS: dict[tuple[str, bool], Callable[..., Any]] = {
     ("contains", True): rt.contains,
     ("startsWith", True): rt.starts_with,
     ("endsWith", True): rt.ends_with,
-    ("matches", False): rt.matches,
-    ("matches", True): rt.matches,
+    ("matches", False): regex.matches,
+    ("matches", True): regex.matches,
     ("int", False): rt.to_int,
     ("uint", False): rt.to_uint,
     ("double", False): rt.to_double,
-    ("string", False): rt.to_string,
+    ("string", False): _to_string,
     ("bytes", False): rt.to_bytes,
     ("bool", False): rt.to_bool,
     ("timestamp", False): rt.to_timestamp,

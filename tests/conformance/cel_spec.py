@@ -21,16 +21,6 @@ SUITE_DIR = CEL_SPEC / "suite"
 # Every file must pass this share of its in-scope tests, and the whole suite too.
 MIN_PASS_RATE = 0.95
 
-# Files whose remaining failures are library functions that helper "cel-lib" implements (strings,
-# math, encoders, network extensions): their threshold test is expected to fail until that branch
-# is merged, after which the lead removes a file from this set.
-LIBRARY_FILES: dict[str, str] = {
-    "string_ext": "library functions land with cel-lib",
-    "math_ext": "library functions land with cel-lib",
-    "encoders_ext": "library functions land with cel-lib",
-    "network_ext": "library functions land with cel-lib",
-}
-
 # Individual known failures, "file/section/test" -> the reason. They count as failed in the table;
 # a listed test that passes fails its file's test (the list must not go stale).
 KNOWN_FAILURES: dict[str, str] = {

@@ -16,7 +16,6 @@ from policyd.commands.eval import evaluate_request
 
 from .cel_spec import (
     KNOWN_FAILURES,
-    LIBRARY_FILES,
     MIN_PASS_RATE,
     FileResult,
     out_of_scope_reason,
@@ -102,13 +101,7 @@ def conformance_results(simple_pb2: Any) -> dict[str, FileResult]:
     return RESULTS
 
 
-def _file_param(name: str) -> Any:
-    reason = LIBRARY_FILES.get(name)
-    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason is not None else []
-    return pytest.param(name, id=name, marks=marks)
-
-
-@pytest.mark.parametrize("name", [_file_param(p.stem) for p in suite_files()])
+@pytest.mark.parametrize("name", [p.stem for p in suite_files()])
 def test_file_pass_rate(name: str, conformance_results: dict[str, FileResult]) -> None:
     """Each file passes at least MIN_PASS_RATE of its in-scope tests; known failures stay failing."""
     r = conformance_results[name]
@@ -124,15 +117,8 @@ def _overall(results: dict[str, FileResult], names: set[str]) -> tuple[int, int]
     return sum(r.passed for r in chosen), sum(r.in_scope for r in chosen)
 
 
-def test_language_files_pass_overall(conformance_results: dict[str, FileResult]) -> None:
-    """The files that need no library extension pass at least MIN_PASS_RATE of their tests together."""
-    passed, in_scope = _overall(conformance_results, set(conformance_results) - set(LIBRARY_FILES))
-    assert in_scope > 1000
-    assert passed / in_scope >= MIN_PASS_RATE, f"{passed}/{in_scope}"
-
-
-@pytest.mark.xfail(reason="library functions land with cel-lib", strict=True)
 def test_whole_suite_passes_overall(conformance_results: dict[str, FileResult]) -> None:
     """The whole simple suite passes at least MIN_PASS_RATE of its in-scope tests."""
     passed, in_scope = _overall(conformance_results, set(conformance_results))
+    assert in_scope > 1500
     assert passed / in_scope >= MIN_PASS_RATE, f"{passed}/{in_scope}"

@@ -1,0 +1,1 @@
+"""cel-go's extension libraries as Kubernetes enables them (strings, lists, sets, math, encoders, network)."""

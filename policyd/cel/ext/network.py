@@ -1,0 +1,314 @@
+"""IP addresses and CIDR ranges: cel-go's network extension and Kubernetes' `ip` / `cidr` libraries.
+
+Both define the same functions on `net.IP` and `net.CIDR` with Go's `net/netip` semantics: IPv4
+without leading zeros, IPv6 without zones, IPv4-mapped IPv6 addresses rejected; a CIDR keeps the
+address it was written with (`cidr('10.0.0.1/8').ip()` is `10.0.0.1`; `masked()` clears host bits).
+A literal argument of `ip(...)` / `cidr(...)` is validated at check time; parsed values are memoised
+(they are immutable), so a label read on every node is parsed once.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from policyd.cel import runtime as rt
+from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.library_types import CIDR_TYPE, IP_TYPE
+from policyd.cel.types import BOOL, INT, STRING, CelType
+from policyd.errors import CelEvalError
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class IP:
+    """A `net.IP` value."""
+
+    address: Address
+    cel_type_name: ClassVar[str] = IP_TYPE.name
+
+    def __str__(self) -> str:
+        return str(self.address)
+
+
+@dataclass(frozen=True)
+class CIDR:
+    """A `net.CIDR` value: an address and a prefix length (host bits kept)."""
+
+    address: Address
+    bits: int
+    cel_type_name: ClassVar[str] = CIDR_TYPE.name
+
+    def __str__(self) -> str:
+        return f"{self.address}/{self.bits}"
+
+    def mask(self) -> int:
+        """The network mask as an integer of the address's width."""
+        width = self.address.max_prefixlen
+        return ((1 << width) - 1) ^ ((1 << (width - self.bits)) - 1)
+
+    def network_address(self) -> Address:
+        """The address with the host bits cleared."""
+        return type(self.address)(int(self.address) & self.mask())
+
+
+class _Invalid(Exception):
+    """Why a string is not an IP address or CIDR."""
+
+
+def _address(text: str, what: str) -> Address:
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError as e:
+        raise _Invalid(f"{what} {text!r} parse error during conversion from string: {e}") from None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id is not None:
+            raise _Invalid(f"{what} {text!r} with zone value is not allowed")
+        if address.ipv4_mapped is not None:
+            raise _Invalid(f"IPv4-mapped IPv6 address {text!r} is not allowed")
+    return address
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_ip(text: str) -> IP:
+    return IP(_address(text, "IP Address"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cidr(text: str) -> CIDR:
+    head, slash, bits_text = text.rpartition("/")
+    if not slash:
+        raise _Invalid(f"network address {text!r} parse error during conversion from string: no '/'")
+    address = _address(head, "CIDR")
+    limit = 32 if address.version == 4 else 128
+    valid_bits = bits_text.isascii() and bits_text.isdigit() and (bits_text == "0" or bits_text[0] != "0")
+    if not valid_bits or int(bits_text) > limit:
+        raise _Invalid(
+            f"network address {text!r} parse error during conversion from string: bad bits after slash"
+        )
+    return CIDR(address, int(bits_text))
+
+
+def ip(text: Any) -> IP:
+    """`ip(string)`: parse an IP address; malformed text is an error."""
+    try:
+        return _parse_ip(rt.string_arg(text, "ip"))
+    except _Invalid as e:
+        raise CelEvalError(str(e)) from None
+
+
+def cidr(text: Any) -> CIDR:
+    """`cidr(string)`: parse a CIDR range; malformed text is an error."""
+    try:
+        return _parse_cidr(rt.string_arg(text, "cidr"))
+    except _Invalid as e:
+        raise CelEvalError(str(e)) from None
+
+
+def ip_issue(text: Any) -> str | None:
+    """Why a literal is not an IP address (the check-time hook of `ip(string)`), or None."""
+    try:
+        _parse_ip(text) if type(text) is str else None
+    except _Invalid as e:
+        return str(e)
+    return None
+
+
+def cidr_issue(text: Any) -> str | None:
+    """Why a literal is not a CIDR (the check-time hook of `cidr(string)`), or None."""
+    try:
+        _parse_cidr(text) if type(text) is str else None
+    except _Invalid as e:
+        return str(e)
+    return None
+
+
+def is_ip(text: Any) -> bool:
+    """`isIP(string)`."""
+    return ip_issue(rt.string_arg(text, "isIP")) is None
+
+
+def is_cidr(text: Any) -> bool:
+    """`isCIDR(string)`."""
+    return cidr_issue(rt.string_arg(text, "isCIDR")) is None
+
+
+def is_canonical(text: Any) -> bool:
+    """`ip.isCanonical(string)`: the address is written as Go prints it (lowercase, RFC 5952)."""
+    return str(ip(text)) == text
+
+
+def _ip(v: Any, name: str) -> Address:
+    if type(v) is IP:
+        return v.address
+    raise rt.no_overload(name, v)
+
+
+def _cidr(v: Any, name: str) -> CIDR:
+    if type(v) is CIDR:
+        return v
+    raise rt.no_overload(name, v)
+
+
+def _first16(a: Address) -> int:
+    return int(a) >> 112 if a.version == 6 else -1
+
+
+def family(v: Any) -> int:
+    """`ip.family()`: 4 or 6."""
+    return _ip(v, "family").version
+
+
+def is_unspecified(v: Any) -> bool:
+    """`ip.isUnspecified()`: 0.0.0.0 or ::."""
+    return int(_ip(v, "isUnspecified")) == 0
+
+
+def is_loopback(v: Any) -> bool:
+    """`ip.isLoopback()`: 127.0.0.0/8 or ::1."""
+    a = _ip(v, "isLoopback")
+    return (int(a) >> 24) == 127 if a.version == 4 else int(a) == 1
+
+
+def _is_multicast(a: Address) -> bool:
+    return (int(a) >> 28) == 0xE if a.version == 4 else (_first16(a) >> 8) == 0xFF
+
+
+def is_link_local_multicast(v: Any) -> bool:
+    """`ip.isLinkLocalMulticast()`: 224.0.0.0/24 or ff02::/16 (any flags)."""
+    a = _ip(v, "isLinkLocalMulticast")
+    return (int(a) >> 8) == 0xE00000 if a.version == 4 else (_first16(a) & 0xFF0F) == 0xFF02
+
+
+def _is_link_local_unicast(a: Address) -> bool:
+    return (int(a) >> 16) == 0xA9FE if a.version == 4 else (_first16(a) & 0xFFC0) == 0xFE80
+
+
+def is_link_local_unicast(v: Any) -> bool:
+    """`ip.isLinkLocalUnicast()`: 169.254.0.0/16 or fe80::/10."""
+    return _is_link_local_unicast(_ip(v, "isLinkLocalUnicast"))
+
+
+def is_global_unicast(v: Any) -> bool:
+    """`ip.isGlobalUnicast()`: as Go, any unicast address but unspecified, loopback, link-local, broadcast."""
+    a = _ip(v, "isGlobalUnicast")
+    if int(a) == 0 or (a.version == 4 and int(a) == 0xFFFFFFFF):
+        return False
+    loopback = (int(a) >> 24) == 127 if a.version == 4 else int(a) == 1
+    return not (loopback or _is_multicast(a) or _is_link_local_unicast(a))
+
+
+def ip_to_string(v: Any) -> str:
+    """`string(ip)`."""
+    return str(_ip(v, "string"))
+
+
+def cidr_to_string(v: Any) -> str:
+    """`string(cidr)`."""
+    return str(_cidr(v, "string"))
+
+
+def _contains(c: CIDR, a: Address) -> bool:
+    mask = c.mask()
+    return c.address.version == a.version and (int(a) & mask) == (int(c.address) & mask)
+
+
+def contains_ip(c: Any, other: Any) -> bool:
+    """`cidr.containsIP(ip | string)`."""
+    r = _cidr(c, "containsIP")
+    address = ip(other).address if type(other) is str else _ip(other, "containsIP")
+    return _contains(r, address)
+
+
+def contains_cidr(c: Any, other: Any) -> bool:
+    """`cidr.containsCIDR(cidr | string)`: every address of `other` is in `c`."""
+    r = _cidr(c, "containsCIDR")
+    inner = cidr(other) if type(other) is str else _cidr(other, "containsCIDR")
+    return inner.bits >= r.bits and _contains(r, inner.address)
+
+
+def cidr_ip(c: Any) -> IP:
+    """`cidr.ip()`: the address the range was written with."""
+    return IP(_cidr(c, "ip").address)
+
+
+def masked(c: Any) -> CIDR:
+    """`cidr.masked()`: the range with its host bits cleared."""
+    r = _cidr(c, "masked")
+    return CIDR(r.network_address(), r.bits)
+
+
+def prefix_length(c: Any) -> int:
+    """`cidr.prefixLength()`."""
+    return _cidr(c, "prefixLength").bits
+
+
+def is_mask(c: Any) -> bool:
+    """`cidr.isMask()`: the address has no host bits set."""
+    r = _cidr(c, "isMask")
+    return r.address == r.network_address()
+
+
+def _m(oid: str, params: tuple[CelType, ...], result: CelType, impl: Any) -> Overload:
+    return Overload(oid, params, result, member=True, impl=impl)
+
+
+@functools.cache
+def network_functions() -> dict[str, FunctionDecl]:
+    """The IP and CIDR declarations (cel-go's network extension = Kubernetes' ip and cidr libraries)."""
+    ip_t, cidr_t = IP_TYPE, CIDR_TYPE
+    decls = [
+        FunctionDecl(
+            "ip",
+            (
+                Overload("string_to_ip", (STRING,), ip_t, impl=ip, literal_checks=((0, ip_issue),)),
+                _m("cidr_ip", (cidr_t,), ip_t, cidr_ip),
+            ),
+        ),
+        FunctionDecl(
+            "cidr",
+            (Overload("string_to_cidr", (STRING,), cidr_t, impl=cidr, literal_checks=((0, cidr_issue),)),),
+        ),
+        FunctionDecl("isIP", (Overload("is_ip", (STRING,), BOOL, impl=is_ip),)),
+        FunctionDecl("isCIDR", (Overload("is_cidr", (STRING,), BOOL, impl=is_cidr),)),
+        FunctionDecl("ip.isCanonical", (Overload("ip_is_canonical", (STRING,), BOOL, impl=is_canonical),)),
+        FunctionDecl(
+            "string",
+            (
+                Overload("ip_to_string", (ip_t,), STRING, impl=ip_to_string),
+                Overload("cidr_to_string", (cidr_t,), STRING, impl=cidr_to_string),
+            ),
+        ),
+        FunctionDecl("family", (_m("ip_family", (ip_t,), INT, family),)),
+        FunctionDecl("isUnspecified", (_m("ip_is_unspecified", (ip_t,), BOOL, is_unspecified),)),
+        FunctionDecl("isLoopback", (_m("ip_is_loopback", (ip_t,), BOOL, is_loopback),)),
+        FunctionDecl(
+            "isLinkLocalMulticast",
+            (_m("ip_is_link_local_multicast", (ip_t,), BOOL, is_link_local_multicast),),
+        ),
+        FunctionDecl(
+            "isLinkLocalUnicast", (_m("ip_is_link_local_unicast", (ip_t,), BOOL, is_link_local_unicast),)
+        ),
+        FunctionDecl("isGlobalUnicast", (_m("ip_is_global_unicast", (ip_t,), BOOL, is_global_unicast),)),
+        FunctionDecl(
+            "containsIP",
+            (
+                _m("cidr_contains_ip_ip", (cidr_t, ip_t), BOOL, contains_ip),
+                _m("cidr_contains_ip_string", (cidr_t, STRING), BOOL, contains_ip),
+            ),
+        ),
+        FunctionDecl(
+            "containsCIDR",
+            (
+                _m("cidr_contains_cidr", (cidr_t, cidr_t), BOOL, contains_cidr),
+                _m("cidr_contains_cidr_string", (cidr_t, STRING), BOOL, contains_cidr),
+            ),
+        ),
+        FunctionDecl("masked", (_m("cidr_masked", (cidr_t,), cidr_t, masked),)),
+        FunctionDecl("prefixLength", (_m("cidr_prefix_length", (cidr_t,), INT, prefix_length),)),
+        FunctionDecl("isMask", (_m("cidr_is_mask", (cidr_t,), BOOL, is_mask),)),
+    ]
+    return {d.name: d for d in decls}
