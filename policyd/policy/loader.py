@@ -19,6 +19,7 @@ from policyd.errors import Diagnostic
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
 from policyd.policy.checker import PolicyChecker
+from policyd.policy.composition import EffectivePolicy, compose
 from policyd.policy.text_form import ParseResult, parse_policy_text
 from policyd.policy.yaml_form import parse_policy_yaml
 
@@ -34,6 +35,8 @@ class LoadResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     io_errors: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    # the effective policy of each profile (`policyd.policy.composition`)
+    profiles: dict[str, EffectivePolicy] = field(default_factory=dict)
 
     @property
     def policies(self) -> list[ir.Policy]:
@@ -117,10 +120,11 @@ def load_policies(paths: Sequence[str]) -> LoadResult:
     return result
 
 
-def load_texts(texts: Mapping[str, str]) -> LoadResult:
-    """Parse and check policy texts by name (a file path or e.g. `configmap://ns/name/key`).
+def load_texts(texts: Mapping[str, str], scopes: Mapping[str, frozenset[str]] | None = None) -> LoadResult:
+    """Parse, check and compose policy texts by name (a file path or e.g. `configmap://ns/name/key`).
 
     The name's suffix selects the form (`.yaml`/`.yml`: YAML, otherwise text) and names diagnostics.
+    `scopes` (profile -> text names) limits each profile to its own sources (`policyd.policy.composition`).
     """
     result = LoadResult()
     for name, text in texts.items():
@@ -129,6 +133,9 @@ def load_texts(texts: Mapping[str, str]) -> LoadResult:
         result.diagnostics.extend(checked.diagnostics)
         result.checked.extend(checked.checked)
     result.diagnostics.extend(check_policy_set(result.policies))
+    composition = compose(result.checked, scopes)
+    result.diagnostics.extend(composition.diagnostics)
+    result.profiles = composition.profiles
     return result
 
 
@@ -170,7 +177,7 @@ def _check_file(name: str, text: str) -> _CheckedFile:
 
 
 def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
-    """Cross-policy checks: duplicate policy names, two queue/preemption sections per profile."""
+    """Cross-policy checks: duplicate policy names (sections and overrides: `composition.compose`)."""
     out: list[Diagnostic] = []
     names: dict[str, ir.Policy] = {}
     for policy in policies:
@@ -185,23 +192,4 @@ def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
             )
         else:
             names[policy.name.value] = policy
-    for section in ("queue", "preemption"):
-        owner: dict[str, ir.Policy] = {}
-        for policy in sorted(names.values(), key=lambda p: p.name.value):
-            part = getattr(policy, section)
-            if part is None:
-                continue
-            for profile in policy.profiles:
-                first = owner.get(profile)
-                if first is None:
-                    owner[profile] = policy
-                    continue
-                message = (
-                    f"profile {profile!r} has a second {section} section "
-                    f"(policy {policy.name.value!r}; the first is in policy {first.name.value!r} "
-                    f"at {getattr(first, section).span})"
-                )
-                out.append(
-                    Diagnostic("error", message, part.span, f"duplicate-{section}", part.source_line or None)
-                )
     return out

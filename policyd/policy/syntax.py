@@ -101,11 +101,12 @@ class QueueKey:
 
 @dataclass(frozen=True)
 class Queue:
-    """`queue { order ... }`; `span` is the `queue` keyword."""
+    """`queue { order ... }`; `span` is the `queue` keyword; `override`: replaces an extended policy's queue."""
 
     keys: tuple[QueueKey, ...]
     span: SourceSpan
     source_line: str = ""
+    override: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class Preemption:
     victims: Expression | None = None
     honor_pdb: bool = True
     source_line: str = ""
+    # `override preemption`: replaces the section of a policy this one extends
+    override: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,29 @@ class Permit:
     group: Expression
     min_member: Expression
     timeout: Expression | None = None
+
+
+@dataclass(frozen=True)
+class RuleOverride:
+    """`override score POLICY/RULE {weight, normalize}` or `disable POLICY/RULE`: a change to an extended rule.
+
+    `target` is the qualified name as written (`policy/rule`); `span` is where it is written.
+    """
+
+    target: Name
+    disable: bool = False
+    weight: int | None = None
+    normalize: Normalize | None = None
+
+    @property
+    def policy(self) -> str:
+        """The policy part of the qualified name."""
+        return self.target.value.partition("/")[0]
+
+    @property
+    def rule(self) -> str:
+        """The rule part of the qualified name."""
+        return self.target.value.partition("/")[2]
 
 
 @dataclass(frozen=True)
@@ -145,6 +171,10 @@ class Policy:
     permits: tuple[Permit, ...] = ()
     # source text of the whole file (for the content hash)
     source_text: str = ""
+    # the policies this one builds on (`extends a, b`): they come before it in every profile it is in
+    extends: tuple[Name, ...] = ()
+    # changes to rules of extended policies, in source order
+    overrides: tuple[RuleOverride, ...] = ()
 
     @property
     def span(self) -> SourceSpan:

@@ -219,14 +219,34 @@ class _PolicyBuilder:
         }
         seen: dict[str, Token] = {}
         where = f"policy {name_tok}"
+        extends: list[ir.Name] = []
+        overrides: list[ir.RuleOverride] = []
         for item in tree.children[1:]:
             if not isinstance(item, Tree):
                 continue
             kind = str(item.data)
+            if kind == "extends":
+                extends.extend(self.name(t) for t in item.children if isinstance(t, Token))
+                continue
+            if kind == "disable":
+                overrides.extend(
+                    ir.RuleOverride(self.name(t), disable=True) for t in item.children if isinstance(t, Token)
+                )
+                continue
+            override = kind == "override"
+            if override:
+                item = item.children[0]
+                kind = str(item.data)
+                if kind == "score_override":
+                    self._score_override(item, overrides)
+                    continue
             keyword = self._keyword(item)
             if kind in ("profiles", "match", "queue", "preemption"):
                 if not self._once(seen, kind, keyword, where):
                     continue
+            if kind in ("queue", "preemption"):
+                getattr(self, f"_{kind}")(item, fields, override)
+                continue
             method = getattr(self, f"_{kind}")
             method(item, fields)
         return ir.Policy(
@@ -241,6 +261,8 @@ class _PolicyBuilder:
             preemption=fields.get("preemption"),
             permits=tuple(fields["permits"]),
             source_text=self.source.text,
+            extends=tuple(extends),
+            overrides=tuple(overrides),
         )
 
     def _keyword(self, tree: Tree[Any]) -> Token | None:
@@ -327,22 +349,47 @@ class _PolicyBuilder:
             weight = int(str(values["weight"]))
         normalize: Any = "none"
         if "normalize" in values:
-            tok = values["normalize"]
-            normalize = str(tok)
-            if normalize not in ir.NORMALIZE_VALUES:
-                allowed = ", ".join(ir.NORMALIZE_VALUES)
-                self.error(
-                    f"unknown normalize value {normalize!r} (expected one of {allowed})",
-                    tok.start_pos or 0,
-                    tok.end_pos,
-                    code="bad-value",
-                )
+            normalize = self._normalize(values["normalize"])
+            if normalize is None:
                 return
         if not self._require(values, "expr", name_tok, "score"):
             return
         fields["scores"].append(ir.ScoreRule(self.name(name_tok), values["expr"], weight, normalize))
 
-    def _queue(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
+    def _score_override(self, tree: Tree[Any], overrides: list[ir.RuleOverride]) -> None:
+        """`override score POLICY/RULE { weight = N  normalize = WORD }`."""
+        name_tok, values = self._rule_fields(tree, "override score")
+        weight = int(str(values["weight"])) if "weight" in values else None
+        normalize: Any = None
+        if "normalize" in values:
+            normalize = self._normalize(values["normalize"])
+            if normalize is None:
+                return
+        if weight is None and normalize is None:
+            self.error(
+                f"override score {name_tok}: give 'weight' or 'normalize'",
+                name_tok.start_pos or 0,
+                name_tok.end_pos,
+                code="missing-field",
+            )
+            return
+        overrides.append(ir.RuleOverride(self.name(name_tok), weight=weight, normalize=normalize))
+
+    def _normalize(self, tok: Token) -> Any:
+        """The normalisation a WORD token names (None after reporting an unknown one)."""
+        normalize = str(tok)
+        if normalize not in ir.NORMALIZE_VALUES:
+            allowed = ", ".join(ir.NORMALIZE_VALUES)
+            self.error(
+                f"unknown normalize value {normalize!r} (expected one of {allowed})",
+                tok.start_pos or 0,
+                tok.end_pos,
+                code="bad-value",
+            )
+            return None
+        return normalize
+
+    def _queue(self, tree: Tree[Any], fields: dict[str, Any], override: bool = False) -> None:
         keyword = tree.children[0]
         assert isinstance(keyword, Token)
         keys: list[ir.QueueKey] = []
@@ -354,9 +401,9 @@ class _PolicyBuilder:
             if expr is not None:
                 keys.append(ir.QueueKey(expr, "desc" if str(direction) == "desc" else "asc"))
         span = self.source.span(keyword.start_pos or 0, keyword.end_pos)
-        fields["queue"] = ir.Queue(tuple(keys), span, self.source.line_text(span.line))
+        fields["queue"] = ir.Queue(tuple(keys), span, self.source.line_text(span.line), override)
 
-    def _preemption(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
+    def _preemption(self, tree: Tree[Any], fields: dict[str, Any], override: bool = False) -> None:
         keyword = tree.children[0]
         assert isinstance(keyword, Token)
         sub = Tree("preemption", tree.children)
@@ -381,6 +428,7 @@ class _PolicyBuilder:
             None if victims is _FAILED else victims,
             honor,
             self.source.line_text(span.line),
+            override,
         )
 
     def _permit(self, tree: Tree[Any], fields: dict[str, Any]) -> None:

@@ -170,11 +170,20 @@ class _Document:
             lets=tuple(self.lets(spec)),
             filters=tuple(self.filters(spec)),
             scores=tuple(self.scores(spec)),
-            queue=self.queue(spec),
-            preemption=self.preemption(spec),
+            queue=self.queue(spec, ["spec"])
+            or self.queue(spec.get("overrides") or {}, ["spec", "overrides"]),
+            preemption=self.preemption(spec, ["spec"])
+            or self.preemption(spec.get("overrides") or {}, ["spec", "overrides"]),
             permits=tuple(self.permits(spec)),
             source_text=self.source.text,
+            extends=tuple(self.extends(spec)),
+            overrides=tuple(self.overrides(spec)),
         )
+        for section in ("queue", "preemption"):
+            if section in spec and section in (spec.get("overrides") or {}):
+                key = self.key_node(self.node_at(["spec", "overrides"])[0], section)
+                message = f"spec.overrides.{section}: a policy has one {section} section (spec.{section} is given too)"
+                self.error_at(key or self.root, message, "duplicate-field")
         out.append(policy)
 
     def name(self, node: yaml.Node) -> ir.Name:
@@ -241,33 +250,52 @@ class _Document:
                 )
         return out
 
-    def queue(self, spec: dict[str, Any]) -> ir.Queue | None:
-        """`spec.queue`."""
-        if "queue" not in spec:
+    def queue(self, parent: dict[str, Any], at: list[Any]) -> ir.Queue | None:
+        """`spec.queue` (or, with `at` spec.overrides, `spec.overrides.queue`)."""
+        if "queue" not in parent:
             return None
         keys: list[ir.QueueKey] = []
-        for i, item in enumerate(spec["queue"].get("order", ())):
-            expr = self.expr(["spec", "queue", "order", i, "key"])
+        for i, item in enumerate(parent["queue"].get("order", ())):
+            expr = self.expr([*at, "queue", "order", i, "key"])
             if expr is not None:
                 keys.append(ir.QueueKey(expr, "desc" if item.get("direction") == "desc" else "asc"))
-        _, key = self.node_at(["spec", "queue"])
+        _, key = self.node_at([*at, "queue"])
         anchor = key or self.root
         span = self.source.span(anchor.start_mark.index, anchor.end_mark.index)
-        return ir.Queue(tuple(keys), span, self.source.line_text(span.line))
+        return ir.Queue(tuple(keys), span, self.source.line_text(span.line), at[-1] == "overrides")
 
-    def preemption(self, spec: dict[str, Any]) -> ir.Preemption | None:
-        """`spec.preemption`."""
-        if "preemption" not in spec:
+    def preemption(self, parent: dict[str, Any], at: list[Any]) -> ir.Preemption | None:
+        """`spec.preemption` (or, with `at` spec.overrides, `spec.overrides.preemption`)."""
+        if "preemption" not in parent:
             return None
-        section = spec["preemption"] or {}
-        base = ["spec", "preemption"]
+        section = parent["preemption"] or {}
+        base = [*at, "preemption"]
         enabled = self.expr([*base, "enabled"]) if "enabled" in section else None
         victims = self.expr([*base, "victims"]) if "victims" in section else None
         _, key = self.node_at(base)
         anchor = key or self.root
         span = self.source.span(anchor.start_mark.index, anchor.end_mark.index)
         honor = section.get("pdb", "honor") != "ignore"
-        return ir.Preemption(span, enabled, victims, honor, self.source.line_text(span.line))
+        override = at[-1] == "overrides"
+        return ir.Preemption(span, enabled, victims, honor, self.source.line_text(span.line), override)
+
+    def extends(self, spec: dict[str, Any]) -> list[ir.Name]:
+        """`spec.extends`: one policy name or a list of them."""
+        if "extends" not in spec:
+            return []
+        if isinstance(spec["extends"], str):
+            return [self.name(self.node_at(["spec", "extends"])[0])]
+        return [self.name(self.node_at(["spec", "extends", i])[0]) for i in range(len(spec["extends"]))]
+
+    def overrides(self, spec: dict[str, Any]) -> list[ir.RuleOverride]:
+        """`spec.overrides.scores` and `spec.disable`, in that order."""
+        out: list[ir.RuleOverride] = []
+        for i, item in enumerate((spec.get("overrides") or {}).get("scores", ())):
+            target = self.name(self.node_at(["spec", "overrides", "scores", i, "rule"])[0])
+            out.append(ir.RuleOverride(target, weight=item.get("weight"), normalize=item.get("normalize")))
+        for i, _ in enumerate(spec.get("disable", ())):
+            out.append(ir.RuleOverride(self.name(self.node_at(["spec", "disable", i])[0]), disable=True))
+        return out
 
     def permits(self, spec: dict[str, Any]) -> list[ir.Permit]:
         """`spec.permits`."""

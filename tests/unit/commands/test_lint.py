@@ -69,9 +69,10 @@ def test_text_format_has_source_line_and_caret(tmp_path: Path, capsys: pytest.Ca
     path.write_text("policy bad {\n  filter F { expr = node.nope }\n}\n")
     assert main(["lint", str(path)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{path}:2:26: error: undefined field 'nope'")
-    assert lines[1] == "  filter F { expr = node.nope }"
-    assert lines[2] == " " * 25 + "^"
+    first = next(i for i, line in enumerate(lines) if ": error: " in line)
+    assert lines[first].startswith(f"{path}:2:26: error: undefined field 'nope'")
+    assert lines[first + 1] == "  filter F { expr = node.nope }"
+    assert lines[first + 2] == " " * 25 + "^"
 
 
 def test_missing_path_is_io_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,7 +51,7 @@ def test_broken_configmap_key_is_reported_with_position(
     cm = write_configmap(tmp_path, "ops", "policies", {"zone.policy": BROKEN})
     assert main(["lint", "--config", cfg, "--configmap-file", f"ops/policies={cm}"]) == 1
     out = capsys.readouterr().out
-    assert re.match(r"configmap://ops/policies/zone\.policy:3:\d+: error: .*lables", out)
+    assert re.search(r"^configmap://ops/policies/zone\.policy:3:\d+: error: .*lables", out, re.MULTILINE)
 
 
 def test_set_level_errors_across_sources_are_found(
