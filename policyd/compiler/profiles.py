@@ -16,13 +16,13 @@ from typing import Any
 from policyd import framework as pl
 from policyd.cel.codegen import generate_function
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
-from policyd.cel.values import Duration
 from policyd.compiler.codegen import PolicyCode, compile_policy, rule_ref
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.evaluation.code import LAST, descending
 from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
+from policyd.policy.checker import timeout_value
 from policyd.policy.composition import EffectivePolicy, compose
 from policyd.policy.env import Context
 from policyd.policy.loader import load_policies, load_texts
@@ -200,9 +200,12 @@ def _permit(checked: CheckedPolicy, permit: ir.Permit) -> pl.PermitSpec:
     min_fn = _function(checked.of(permit.min_member), ("pod",))
     timeout = DEFAULT_PERMIT_TIMEOUT
     if permit.timeout is not None:
-        value = _function(checked.of(permit.timeout), ("pod",))({})
-        if isinstance(value, Duration):
-            timeout = value.ns / 1e9
+        constant = checked.of(permit.timeout)
+        try:
+            timeout = timeout_value(permit.timeout, constant.result, constant.env)
+        except ValueError as e:
+            label = f"permit {permit.name.value!r}: timeout: {e}"
+            raise PolicyError(permit.timeout.diagnostic("error", label, code="constant")) from e
 
     def group(pod: pl.CelObject) -> str | None:
         try:

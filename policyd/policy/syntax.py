@@ -7,6 +7,7 @@ duplicate-name errors point at the second name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,22 @@ NORMALIZE_VALUES: tuple[Normalize, ...] = ("none", "max", "reverse", "minmax", "
 PDB_VALUES = ("honor", "ignore")
 DIRECTIONS = ("asc", "desc")
 DEFAULT_PROFILES = (DEFAULT_PROFILE,)
+# a scheduler name (a pod's spec.schedulerName; the configuration's schema has the same pattern)
+PROFILE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+PROFILE_NAME_MAX = 253
+
+
+def profile_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid scheduler name, or None."""
+    if len(name) > PROFILE_NAME_MAX:
+        return f"profile name {name!r} is longer than {PROFILE_NAME_MAX} characters"
+    if not PROFILE_NAME.match(name):
+        return (
+            f"profile name {name!r} is not a valid scheduler name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
 
 Direction = Literal["asc", "desc"]
 

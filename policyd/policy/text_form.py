@@ -276,10 +276,24 @@ class _PolicyBuilder:
         )
 
     def _profiles(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
-        names = [str(t)[1:-1] for t in tree.children if isinstance(t, Token)]
-        if not names:
+        names: list[str] = []
+        for tok in tree.children:
+            if not isinstance(tok, Token):
+                continue
+            name = str(tok)[1:-1]
+            start = tok.start_pos or 0
+            if "\\" in name:
+                message = f'profile name "{name}": a scheduler name has no backslash escapes or quotes'
+                self.error(message, start + 1 + name.index("\\"), code="bad-value")
+                continue
+            problem = ir.profile_name_problem(name)
+            if problem is not None:
+                self.error(problem, start, tok.end_pos, code="bad-value")
+                continue
+            names.append(name)
+        if not any(isinstance(t, Token) for t in tree.children):
             self.error("profiles: at least one scheduler name is required", tree.meta.start_pos)
-        fields["profiles"] = tuple(names)
+        fields["profiles"] = tuple(names) or ir.DEFAULT_PROFILES
 
     def _match(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
         expr = self.expression(tree.children[0])

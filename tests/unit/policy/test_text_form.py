@@ -89,3 +89,52 @@ def test_semantic_field_errors() -> None:
     assert (line, col) == (3, 3) and "given twice" in msg
     line, col, msg = _error("policy a {\n  filter f { expr = let }\n}\n")
     assert (line, col) == (2, 21) and "reserved" in msg
+
+
+def test_profile_names_are_checked_as_the_config_schema_checks_them() -> None:
+    """`profiles = ["Bad Name"]` passed lint although no configuration can name that profile."""
+    text = 'policy p {\n  profiles = ["Bad Name", "ok", "a\\"b"]\n}\n'
+    found = [(d.span.line, d.span.column, d.message) for d in parse_policy_text(text, "p.policy").diagnostics]
+    assert found == [
+        (
+            2,
+            15,
+            "profile name 'Bad Name' is not a valid scheduler name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)",
+        ),
+        (2, 35, 'profile name "a\\"b": a scheduler name has no backslash escapes or quotes'),
+    ]
+
+
+def test_profile_name_pattern_is_the_config_schemas() -> None:
+    from policyd import shipped
+    from policyd.policy.syntax import PROFILE_NAME
+
+    item = shipped.schema("config")["properties"]["profiles"]["items"]["properties"]["schedulerName"]
+    assert item["pattern"] == PROFILE_NAME.pattern
+    policy_item = shipped.schema("policy")["properties"]["spec"]["properties"]["profiles"]["items"]
+    assert policy_item["pattern"] == PROFILE_NAME.pattern
+
+
+def test_composition_syntax() -> None:
+    text = (
+        "policy b extends default, other {\n"
+        "  override queue { order pod.name asc }\n"
+        "  override score default/ImageLocality { weight = 3 normalize = max }\n"
+        "  disable default/NodePorts, other/F\n"
+        "  override preemption { pdb = ignore }\n"
+        "}\n"
+    )
+    result = parse_policy_text(text, "b.policy")
+    assert result.diagnostics == []
+    policy = result.policies[0]
+    assert [n.value for n in policy.extends] == ["default", "other"]
+    assert policy.queue is not None and policy.queue.override
+    assert policy.preemption is not None and policy.preemption.override and not policy.preemption.honor_pdb
+    assert [(o.target.value, o.disable, o.weight, o.normalize) for o in policy.overrides] == [
+        ("default/ImageLocality", False, 3, "max"),
+        ("default/NodePorts", True, None, None),
+        ("other/F", True, None, None),
+    ]
+    empty = parse_policy_text("policy b extends a { override score a/S { } }", "b.policy").diagnostics
+    assert [d.message for d in empty] == ["override score a/S: give 'weight' or 'normalize'"]
