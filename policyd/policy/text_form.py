@@ -19,6 +19,7 @@ from policyd.cel import syntax as cel_ast
 from policyd.cel.parser import GRAMMAR_DIR, CelTreeBuilder
 from policyd.errors import CelError, Diagnostic
 from policyd.policy import syntax as ir
+from policyd.policy.delimiters import scan
 from policyd.policy.source import SourceFile, SourceMap
 
 GRAMMAR_PATH = str(Path(__file__).parent / "policy.lark")
@@ -126,6 +127,31 @@ def _expected_text(expected: set[str]) -> str:
 
 
 def _syntax_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -> Diagnostic:
+    """The parser's error; when a string or bracket opened before it is never closed, at that opener."""
+    found = _parser_diagnostic(e, source)
+    start = source.offset(found.span.line, found.span.column)
+    delimiters = scan(source.text, start)
+    at = f"{found.span.line}:{found.span.column}"
+    reason = found.message.removeprefix("syntax error: ")
+    if delimiters.unterminated is not None and delimiters.unterminated[1] <= start:
+        quote, offset = delimiters.unterminated
+        message = "syntax error: unterminated string literal"
+        if offset < start:
+            message += f" (the parser stopped at {at}: {reason})"
+        return source.diagnostic("error", message, offset, offset + len(quote), "syntax")
+    innermost = delimiters.innermost()
+    if delimiters.balanced or innermost is None:
+        return found
+    opener, offset = innermost
+    opened_line, _ = source.position(offset)
+    at_end = start >= len(source.text.rstrip())
+    if opened_line == found.span.line and not at_end:
+        return found
+    message = f"syntax error: '{opener}' was never closed (the parser stopped at {at}: {reason})"
+    return source.diagnostic("error", message, offset, offset + 1, "syntax")
+
+
+def _parser_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -> Diagnostic:
     if isinstance(e, lark.exceptions.UnexpectedToken):
         tok = e.token
         if tok.type == "$END":

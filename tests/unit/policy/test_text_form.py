@@ -77,7 +77,7 @@ def test_unexpected_character_and_eof() -> None:
     line, col, msg = _error("policy a {\n  filter x { expr = 1 ; }\n}\n")
     assert (line, col) == (2, 23) and "unexpected character ';'" in msg
     line, col, msg = _error("policy a {\n  filter x { expr = 1 }\n")
-    assert line == 2 and "end of file" in msg
+    assert (line, col) == (1, 10) and "'{' was never closed" in msg and "end of file" in msg
 
 
 def test_semantic_field_errors() -> None:
@@ -138,3 +138,34 @@ def test_composition_syntax() -> None:
     ]
     empty = parse_policy_text("policy b extends a { override score a/S { } }", "b.policy").diagnostics
     assert [d.message for d in empty] == ["override score a/S: give 'weight' or 'normalize'"]
+
+
+def _first_error(text: str) -> tuple[int, int, str]:
+    d = parse_policy_text(text, "u.policy").diagnostics[0]
+    return d.span.line, d.span.column, d.message
+
+
+def test_unclosed_parenthesis_is_reported_where_it_was_opened() -> None:
+    """It was reported at the next statement, lines below, without the place of the '('."""
+    text = 'policy p {\n  filter F {\n    expr = node.labels.exists(k, (k == "a"\n    reason = "x"\n  }\n}\n'
+    assert _first_error(text) == (
+        3,
+        34,
+        "syntax error: '(' was never closed (the parser stopped at 4:5: expected ')' but found 'reason')",
+    )
+
+
+def test_unclosed_bracket_brace_and_string_are_reported_where_opened() -> None:
+    bracket = _first_error("policy p {\n  filter F {\n    expr = [1, 2\n  }\n}\n")
+    assert bracket[:2] == (3, 12) and bracket[2].startswith("syntax error: '[' was never closed")
+    brace = _first_error("policy p {\n  filter F {\n    expr = true\n\n  filter G { expr = true }\n}\n")
+    assert brace[:2] == (2, 12) and brace[2].startswith("syntax error: '{' was never closed")
+    at_end = _first_error("policy p {\n  filter F { expr = true }\n")
+    assert at_end[:2] == (1, 10) and "found end of file" in at_end[2]
+    string = _first_error('policy p {\n  filter F {\n    expr = node.name == "abc\n  }\n}\n')
+    assert string == (3, 25, "syntax error: unterminated string literal")
+
+
+def test_balanced_multiline_error_keeps_the_parsers_place() -> None:
+    text = "policy p {\n  filter F { expr = f(a,\n   b c) } # (\n  // also not a bracket: [\n}\n"
+    assert _first_error(text) == (3, 6, "syntax error: expected ')' but found 'c'")
