@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
+from policyd.policy.documents import check_document
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.service import config as configuration
 from policyd.service.reload import ConfigMapSource
@@ -61,8 +62,22 @@ def run(args: argparse.Namespace) -> int:
         print("policyd lint: give PATHs or --config", file=sys.stderr)
         raise SystemExit(2)  # a usage error, as argparse reports one
     else:
-        result = load_policies(args.paths)
+        result = load_paths(args.paths)
     return report(result, args.format)
+
+
+def load_paths(paths: list[str]) -> LoadResult:
+    """Policies under `paths`, and every other YAML document there checked against its kind's schema."""
+    others: list[str] = []
+    result = load_policies(paths, others)
+    for path in others:
+        try:
+            result.diagnostics.extend(check_document(path))
+        except (OSError, UnicodeDecodeError) as e:
+            result.io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
+            continue
+        result.files.append(path)
+    return result
 
 
 def report(result: LoadResult, fmt: str) -> int:

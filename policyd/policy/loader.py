@@ -9,7 +9,6 @@ once in its policy environment, costs estimated) and checks names across the set
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
 from policyd.policy.checker import PolicyChecker
 from policyd.policy.composition import EffectivePolicy, compose
+from policyd.policy.documents import POLICY_KIND, kinds_of
 from policyd.policy.text_form import ParseResult, parse_policy_text
 from policyd.policy.yaml_form import parse_policy_yaml
 
@@ -54,8 +54,13 @@ class LoadResult:
         return bool(self.errors)
 
 
-def policy_files(paths: Sequence[str], io_errors: list[str]) -> list[str]:
-    """Policy files named by `paths` (directories searched recursively, sorted)."""
+def policy_files(paths: Sequence[str], io_errors: list[str], others: list[str] | None = None) -> list[str]:
+    """Policy files named by `paths` (directories searched recursively, sorted).
+
+    YAML files of other kinds (test suites, configurations, misspelled kinds) found in a directory
+    are skipped; with `others` given, they are listed there, explicit ones too (`policyd lint` checks
+    them with `policyd.policy.documents.check_document`).
+    """
     out: list[str] = []
     for path in paths:
         if os.path.isdir(path):
@@ -63,22 +68,25 @@ def policy_files(paths: Sequence[str], io_errors: list[str]) -> list[str]:
             for root, dirs, files in os.walk(path):
                 dirs.sort()
                 found.extend(os.path.join(root, f) for f in files if f.endswith(POLICY_SUFFIXES))
-            out.extend(f for f in sorted(found) if not _foreign_yaml(f))
+            for f in sorted(found):
+                if not _foreign_yaml(f):
+                    out.append(f)
+                elif others is not None:
+                    others.append(f)
         elif os.path.exists(path):
-            out.append(path)
+            if others is not None and _foreign_yaml(path):
+                others.append(path)
+            else:
+                out.append(path)
         else:
             io_errors.append(f"{path}: no such file or directory")
     return out
 
 
-_KIND_LINE = re.compile(r"^kind:\s*['\"]?([A-Za-z0-9]+)", re.MULTILINE)
-
-
 def _foreign_yaml(path: str) -> bool:
-    """True for a YAML file found in a directory whose documents are of other kinds (test suites...).
+    """True for a YAML file whose documents are of other kinds (test suites...).
 
-    Files named explicitly are always parsed (a wrong kind there is an error); in a directory walk a
-    YAML file is a policy file when any document has `kind: SchedulingPolicy` or no kind at all.
+    A YAML file is a policy file when any document has `kind: SchedulingPolicy` or no kind at all.
     """
     if not path.endswith((".yaml", ".yml")):
         return False
@@ -87,8 +95,8 @@ def _foreign_yaml(path: str) -> bool:
             text = f.read()
     except (OSError, UnicodeDecodeError):
         return False  # reported when it is read
-    kinds = set(_KIND_LINE.findall(text))
-    return bool(kinds) and "SchedulingPolicy" not in kinds
+    kinds = kinds_of(text)
+    return bool(kinds) and POLICY_KIND not in kinds
 
 
 def parse_file(path: str, text: str) -> ParseResult:
@@ -98,10 +106,15 @@ def parse_file(path: str, text: str) -> ParseResult:
     return parse_policy_text(text, path)
 
 
-def read_policy_files(paths: Sequence[str], io_errors: list[str]) -> dict[str, str]:
-    """The text of every policy file under `paths`, by path; problems are appended to `io_errors`."""
+def read_policy_files(
+    paths: Sequence[str], io_errors: list[str], others: list[str] | None = None
+) -> dict[str, str]:
+    """The text of every policy file under `paths`, by path; problems are appended to `io_errors`.
+
+    `others`: as for `policy_files`.
+    """
     texts: dict[str, str] = {}
-    for path in policy_files(paths, io_errors):
+    for path in policy_files(paths, io_errors, others):
         try:
             with open(path, encoding="utf-8") as f:
                 texts[path] = f.read()
@@ -112,10 +125,10 @@ def read_policy_files(paths: Sequence[str], io_errors: list[str]) -> dict[str, s
     return texts
 
 
-def load_policies(paths: Sequence[str]) -> LoadResult:
-    """Read, parse and check every policy under `paths`."""
+def load_policies(paths: Sequence[str], others: list[str] | None = None) -> LoadResult:
+    """Read, parse and check every policy under `paths` (`others`: as for `policy_files`)."""
     io_errors: list[str] = []
-    result = load_texts(read_policy_files(paths, io_errors))
+    result = load_texts(read_policy_files(paths, io_errors, others))
     result.io_errors[:0] = io_errors
     return result
 

@@ -8,7 +8,6 @@ parsed from the scalar's value and mapped back to the file with `SourceMap.for_y
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from typing import Any
 
 import jsonschema
@@ -16,13 +15,15 @@ import yaml
 
 from policyd import shipped
 from policyd.cel.parser import parse_cel
-from policyd.errors import CelError, Diagnostic
+from policyd.errors import CelError
 from policyd.policy import syntax as ir
+from policyd.policy.documents import KIND_SCHEMAS, POLICY_KIND
 from policyd.policy.source import SourceFile, SourceMap
 from policyd.policy.text_form import ParseResult
+from policyd.policy.yaml_schema import SchemaDocument
 
 API_VERSION = "policyd.io/v1alpha1"
-KIND = "SchedulingPolicy"
+KIND = POLICY_KIND
 
 
 @functools.cache
@@ -56,109 +57,20 @@ def parse_policy_yaml(text: str, path: str = "<input>") -> ParseResult:
     return result
 
 
-def _path_text(path: Sequence[Any]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "document"
-
-
-class _Document:
+class _Document(SchemaDocument):
     """One YAML document: schema validation at node positions, then the IR."""
-
-    def __init__(self, source: SourceFile, root: yaml.Node, diagnostics: list[Diagnostic]) -> None:
-        self.source = source
-        self.root = root
-        self.diagnostics = diagnostics
-
-    # -- nodes -----------------------------------------------------------------------------------
-
-    def error_at(self, node: yaml.Node, message: str, code: str) -> None:
-        """Record an error spanning a YAML node (its first line when the node spans several)."""
-        start = node.start_mark.index
-        end = node.end_mark.index
-        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
-            end = start + 1
-        self.diagnostics.append(self.source.diagnostic("error", message, start, end, code))
-
-    def node_at(self, path: Sequence[Any]) -> tuple[yaml.Node, yaml.Node | None]:
-        """The node at a JSON path and, when it is a mapping value, its key node."""
-        node: yaml.Node = self.root
-        key_node: yaml.Node | None = None
-        for part in path:
-            if isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
-                    if k.value == part or (isinstance(part, int) and k.value == str(part)):
-                        node, key_node = v, k
-                        break
-                else:
-                    return node, key_node
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-                node, key_node = node.value[part], None
-            else:
-                return node, key_node
-        return node, key_node
-
-    def key_node(self, mapping: yaml.Node, key: str) -> yaml.Node | None:
-        """The key node `key` of a mapping node."""
-        if isinstance(mapping, yaml.MappingNode):
-            for k, _ in mapping.value:
-                if k.value == key:
-                    return k
-        return None
-
-    def duplicate_keys(self, node: yaml.Node) -> bool:
-        """Report mapping keys given twice anywhere under `node`; True when one was found."""
-        found = False
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode):
-                    if k.value in seen:
-                        self.error_at(k, f"duplicate key {k.value!r}", "duplicate-key")
-                        found = True
-                    seen.add(k.value)
-                found = self.duplicate_keys(v) or found
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                found = self.duplicate_keys(item) or found
-        return found
-
-    # -- schema ----------------------------------------------------------------------------------
-
-    def validate(self, data: Any) -> bool:
-        """Validate against the schema; True when the document is valid."""
-        errors = list(_validator().iter_errors(data))
-        first = len(self.diagnostics)
-        for error in errors:
-            path = list(error.absolute_path)
-            node, key = self.node_at(path)
-            where = _path_text(path)
-            if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-                allowed = error.schema.get("properties", {})
-                extras = [k for k in error.instance if k not in allowed]
-                for extra in extras:
-                    target = self.key_node(node, str(extra)) or node
-                    names = ", ".join(allowed)
-                    message = f"{where}: unknown field {extra!r} (allowed: {names})"
-                    self.error_at(target, message, "schema")
-                continue
-            if error.validator == "required":
-                message = f"{where}: {error.message}"
-                self.error_at(key or node, message, "schema")
-                continue
-            message = f"{where}: {error.message}"
-            self.error_at(node, message, "schema")
-        self.diagnostics[first:] = sorted(
-            self.diagnostics[first:], key=lambda d: (d.span.line, d.span.column)
-        )
-        return not errors
 
     # -- IR --------------------------------------------------------------------------------------
 
     def build(self, data: Any, out: list[ir.Policy]) -> None:
         """Validate the document and append its policy to `out` when it is valid."""
-        if self.duplicate_keys(self.root) | (not self.validate(data)):
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind in KIND_SCHEMAS and kind != KIND:
+            node, _ = self.node_at(["kind"])
+            message = f"this is a {kind} document, not a {KIND} (policyd lint checks it as one)"
+            self.error_at(node, message, "kind")
+            return
+        if self.duplicate_keys(self.root) | (not self.validate(data, _validator())):
             return
         name_node, _ = self.node_at(["metadata", "name"])
         spec = data.get("spec") or {}
