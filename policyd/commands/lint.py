@@ -2,7 +2,8 @@
 
 With `--config`, lint checks exactly the set a reload of `policyd run --config` would load: every
 profile's policy sources (files, directories, and the `.policy`/`.yaml`/`.yml` keys of ConfigMaps),
-compiled together, and every configured scheduler name must be declared by some policy. ConfigMaps
+each profile composed from its own sources only, and every configured scheduler name must be
+declared by a policy of its sources. ConfigMaps
 are read from manifests given as `--configmap-file NAMESPACE/NAME=configmap.yaml` (a CI step can gate
 a ConfigMap change before it is applied, without a cluster) or, for the others, through the API
 with `--kubeconfig`.
@@ -129,11 +130,11 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
     except PolicydError as err:
         io_errors.append(str(err))
 
-    result = load_texts(texts)
+    result = load_texts(texts, cfg.scopes(texts))
     result.io_errors[:0] = io_errors
     if not texts and not io_errors:
         result.io_errors.append("no policy files in the config's policy sources")
-    problem = cfg.undeclared_profiles(p for policy in result.policies for p in policy.profiles)
+    problem = cfg.undeclared_profiles(result.profiles)
     if problem and not result.has_errors:
         result.diagnostics.append(Diagnostic("error", problem, SourceSpan(config_path), "config"))
     return result
