@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from policyd.commands.lint import load_config_set, load_paths
+from policyd.commands.lint import add_source_arguments, load_config_set, load_paths
 from policyd.errors import PolicydError
 from policyd.policy.composition import Change, EffectivePolicy, EffectiveSection
 from policyd.policy.loader import LoadResult
@@ -22,16 +22,7 @@ from policyd.policy.loader import LoadResult
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories")
-    parser.add_argument("--config", metavar="FILE", help="policyd.yaml: each profile from its own sources")
-    parser.add_argument(
-        "--configmap-file",
-        action="append",
-        default=[],
-        metavar="NS/NAME=FILE",
-        help="a ConfigMap manifest standing for the config's ConfigMap NS/NAME (repeatable)",
-    )
-    parser.add_argument("--kubeconfig", help="read the config's other ConfigMaps through this cluster's API")
+    add_source_arguments(parser, "policyd.yaml: each profile from its own sources")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
 
 

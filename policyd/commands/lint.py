@@ -30,11 +30,14 @@ from policyd.service.reload import ConfigMapSource
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    parser.add_argument(
-        "--config", metavar="FILE", help="policyd.yaml: lint the policy set a reload would load"
-    )
+    add_source_arguments(parser, "policyd.yaml: lint the policy set a reload would load")
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, config_help: str) -> None:
+    """PATH... or --config (with its ConfigMap options): where the policies come from."""
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories")
+    parser.add_argument("--config", metavar="FILE", help=config_help)
     parser.add_argument(
         "--configmap-file",
         action="append",

@@ -20,12 +20,11 @@ import re
 from collections.abc import Mapping
 
 import jsonschema
-import yaml
 
 from policyd import shipped
 from policyd.errors import Diagnostic
 from policyd.policy.source import SourceFile
-from policyd.policy.yaml_schema import SchemaDocument
+from policyd.policy.yaml_schema import SchemaDocument, documents
 
 POLICY_KIND = "SchedulingPolicy"
 # kind -> shipped schema name
@@ -59,22 +58,8 @@ def check_document(path: str, text: str | None = None) -> list[Diagnostic]:
             text = f.read()
     source = SourceFile(path, text)
     diagnostics: list[Diagnostic] = []
-    loader = yaml.SafeLoader(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            data = loader.construct_document(node)
-            if data is None:
-                continue
-            _check(SchemaDocument(source, node, diagnostics), data)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        message = f"invalid YAML: {e.problem or e.context or 'syntax error'}"
-        diagnostics.append(source.diagnostic("error", message, mark.index if mark else 0, code="yaml"))
-    finally:
-        loader.dispose()
+    for node, data in documents(source, diagnostics):
+        _check(SchemaDocument(source, node, diagnostics), data)
     return diagnostics
 
 

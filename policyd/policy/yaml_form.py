@@ -20,7 +20,7 @@ from policyd.policy import syntax as ir
 from policyd.policy.documents import KIND_SCHEMAS, POLICY_KIND
 from policyd.policy.source import SourceFile, SourceMap
 from policyd.policy.text_form import ParseResult
-from policyd.policy.yaml_schema import SchemaDocument
+from policyd.policy.yaml_schema import SchemaDocument, documents
 
 API_VERSION = "policyd.io/v1alpha1"
 KIND = POLICY_KIND
@@ -35,25 +35,8 @@ def parse_policy_yaml(text: str, path: str = "<input>") -> ParseResult:
     """Parse every `SchedulingPolicy` document of a YAML file; problems become diagnostics."""
     source = SourceFile(path, text)
     result = ParseResult()
-    loader = yaml.SafeLoader(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            data = loader.construct_document(node)
-            if data is None:
-                continue
-            _Document(source, node, result.diagnostics).build(data, result.policies)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        offset = mark.index if mark is not None else 0
-        message = f"invalid YAML: {e.problem or e.context or 'syntax error'}"
-        result.diagnostics.append(source.diagnostic("error", message, offset, code="yaml"))
-    except yaml.YAMLError as e:  # pragma: no cover - non-positioned PyYAML errors
-        result.diagnostics.append(source.diagnostic("error", f"invalid YAML: {e}", 0, code="yaml"))
-    finally:
-        loader.dispose()
+    for node, data in documents(source, result.diagnostics):
+        _Document(source, node, result.diagnostics).build(data, result.policies)
     return result
 
 

@@ -8,7 +8,7 @@ key), `duplicate_keys` reports mapping keys given twice. The YAML policy form an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jsonschema
@@ -23,6 +23,31 @@ def _path_text(path: Sequence[Any]) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "document"
+
+
+def documents(source: SourceFile, diagnostics: list[Diagnostic]) -> Iterator[tuple[yaml.Node, Any]]:
+    """The non-empty documents of a YAML file (composed node, constructed data); a YAML error ends them.
+
+    A YAML syntax error is appended to `diagnostics` at its mark.
+    """
+    loader = yaml.SafeLoader(source.text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            data = loader.construct_document(node)
+            if data is not None:
+                yield node, data
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        offset = mark.index if mark is not None else 0
+        message = f"invalid YAML: {e.problem or e.context or 'syntax error'}"
+        diagnostics.append(source.diagnostic("error", message, offset, code="yaml"))
+    except yaml.YAMLError as e:  # pragma: no cover - non-positioned PyYAML errors
+        diagnostics.append(source.diagnostic("error", f"invalid YAML: {e}", 0, code="yaml"))
+    finally:
+        loader.dispose()
 
 
 class SchemaDocument:
