@@ -1,4 +1,4 @@
-"""The `policyd` command line: run | simulate | lint | test | eval | explain | bench."""
+"""The `policyd` command line: run | simulate | lint | effective | test | eval | explain | bench."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "run": "Schedule pods of a real cluster (API server back-end).",
     "simulate": "Schedule the pending pods of a cluster file on the in-memory simulated cluster.",
     "lint": "Check policy files: grammar, schema, types, cost, duplicate names.",
+    "effective": "Show each profile's effective policy: rules, origins, weights, overrides.",
     "test": "Run policy test suites (YAML).",
     "eval": "Evaluate a CEL expression (or JSON Lines with --batch).",
     "explain": "Show the per-node, per-rule evaluation for one pod.",

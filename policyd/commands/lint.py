@@ -2,7 +2,8 @@
 
 With `--config`, lint checks exactly the set a reload of `policyd run --config` would load: every
 profile's policy sources (files, directories, and the `.policy`/`.yaml`/`.yml` keys of ConfigMaps),
-compiled together, and every configured scheduler name must be declared by some policy. ConfigMaps
+each profile composed from its own sources only, and every configured scheduler name must be
+declared by a policy of its sources. ConfigMaps
 are read from manifests given as `--configmap-file NAMESPACE/NAME=configmap.yaml` (a CI step can gate
 a ConfigMap change before it is applied, without a cluster) or, for the others, through the API
 with `--kubeconfig`.
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
+from policyd.policy.documents import check_document
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.service import config as configuration
 from policyd.service.reload import ConfigMapSource
@@ -28,11 +30,14 @@ from policyd.service.reload import ConfigMapSource
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's arguments."""
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
-    parser.add_argument(
-        "--config", metavar="FILE", help="policyd.yaml: lint the policy set a reload would load"
-    )
+    add_source_arguments(parser, "policyd.yaml: lint the policy set a reload would load")
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, config_help: str) -> None:
+    """PATH... or --config (with its ConfigMap options): where the policies come from."""
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="policy files or directories")
+    parser.add_argument("--config", metavar="FILE", help=config_help)
     parser.add_argument(
         "--configmap-file",
         action="append",
@@ -61,8 +66,22 @@ def run(args: argparse.Namespace) -> int:
         print("policyd lint: give PATHs or --config", file=sys.stderr)
         raise SystemExit(2)  # a usage error, as argparse reports one
     else:
-        result = load_policies(args.paths)
+        result = load_paths(args.paths)
     return report(result, args.format)
+
+
+def load_paths(paths: list[str]) -> LoadResult:
+    """Policies under `paths`, and every other YAML document there checked against its kind's schema."""
+    others: list[str] = []
+    result = load_policies(paths, others)
+    for path in others:
+        try:
+            result.diagnostics.extend(check_document(path))
+        except (OSError, UnicodeDecodeError) as e:
+            result.io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
+            continue
+        result.files.append(path)
+    return result
 
 
 def report(result: LoadResult, fmt: str) -> int:
@@ -114,11 +133,11 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
     except PolicydError as err:
         io_errors.append(str(err))
 
-    result = load_texts(texts)
+    result = load_texts(texts, cfg.scopes(texts))
     result.io_errors[:0] = io_errors
     if not texts and not io_errors:
         result.io_errors.append("no policy files in the config's policy sources")
-    problem = cfg.undeclared_profiles(p for policy in result.policies for p in policy.profiles)
+    problem = cfg.undeclared_profiles(result.profiles)
     if problem and not result.has_errors:
         result.diagnostics.append(Diagnostic("error", problem, SourceSpan(config_path), "config"))
     return result

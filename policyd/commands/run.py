@@ -182,7 +182,9 @@ class Runner:
             sources,
             swap,
             metrics=self.metrics,
-            compile_fn=lambda texts, gen: only_profiles(cfg, compile_sources(texts, generation=gen)),
+            compile_fn=lambda texts, gen: only_profiles(
+                cfg, compile_sources(texts, generation=gen, scopes=cfg.scopes(texts))
+            ),
             on_error=self._reload_failed,
             allow_profile_removal=self.cfg.allow_profile_removal,
         )

@@ -1,7 +1,8 @@
 """Compiled policies -> `CompiledProfile`s: per-pod evaluators, queue order, preemption, permits.
 
-`compile_policy_set` groups the policies of each scheduler name into one profile (policies in name
-order; filters AND, scores add); each policy's generated code comes from `policyd.compiler.codegen`.
+`compile_effective` compiles the effective policy of each scheduler name (`policyd.policy.composition`:
+its layers in order, overrides applied; filters AND, scores add) into one profile; each layer's
+generated code comes from `policyd.compiler.codegen`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 from policyd import framework as pl
 from policyd.cel.codegen import generate_function
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
-from policyd.cel.values import Duration
 from policyd.compiler.codegen import PolicyCode, compile_policy, rule_ref
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.evaluation.code import LAST, descending
@@ -23,6 +23,8 @@ from policyd.evaluation.coverage import CoverageCollector
 from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
+from policyd.policy.checker import timeout_value
+from policyd.policy.composition import EffectivePolicy, compose
 from policyd.policy.env import Context
 from policyd.policy.loader import load_policies, load_texts
 
@@ -200,9 +202,12 @@ def _permit(checked: CheckedPolicy, permit: ir.Permit) -> pl.PermitSpec:
     min_fn = _function(checked.of(permit.min_member), ("pod",))
     timeout = DEFAULT_PERMIT_TIMEOUT
     if permit.timeout is not None:
-        value = _function(checked.of(permit.timeout), ("pod",))({})
-        if isinstance(value, Duration):
-            timeout = value.ns / 1e9
+        constant = checked.of(permit.timeout)
+        try:
+            timeout = timeout_value(permit.timeout, constant.result, constant.env)
+        except ValueError as e:
+            label = f"permit {permit.name.value!r}: timeout: {e}"
+            raise PolicyError(permit.timeout.diagnostic("error", label, code="constant")) from e
 
     def group(pod: pl.CelObject) -> str | None:
         try:
@@ -236,31 +241,44 @@ def texts_hash(texts: Mapping[str, str]) -> str:
     return digest.hexdigest()
 
 
-def compile_policy_set(
-    checked: Sequence[CheckedPolicy], *, generation: int, coverage: CoverageCollector | None = None
+def compile_effective(
+    profiles: Mapping[str, EffectivePolicy],
+    checked: Sequence[CheckedPolicy],
+    *,
+    generation: int,
+    coverage: CoverageCollector | None = None,
 ) -> pl.CompiledPolicySet:
-    """Compile checked policies into profiles by scheduler name (instrumented for `coverage` if given)."""
-    ordered = sorted(checked, key=lambda c: c.policy.name.value)
-    codes = {c.policy.name.value: compile_policy(c, coverage) for c in ordered}
-    by_profile: dict[str, list[CheckedPolicy]] = {}
-    for c in ordered:
-        for name in c.policy.profiles:
-            by_profile.setdefault(name, []).append(c)
-    profiles: dict[str, pl.CompiledProfile] = {}
-    for name, members in by_profile.items():
-        queue = next((c for c in members if c.policy.queue is not None), None)
-        preemption = next((c for c in members if c.policy.preemption is not None), None)
-        permits = tuple(_permit(c, permit) for c in members for permit in c.policy.permits)
-        profiles[name] = _Profile(
+    """Compile the effective policy of each profile; `checked` (every loaded policy) names the sources
+    (instrumented for `coverage` if given)."""
+    compiled: dict[str, pl.CompiledProfile] = {}
+    for name, effective in profiles.items():
+        layers = effective.layers
+        compiled[name] = _Profile(
             scheduler_name=name,
-            codes=tuple(codes[c.policy.name.value] for c in members),
-            preemption=_preemption(preemption),
-            permits=permits,
-            queue_fn=_queue_function(queue),
+            codes=tuple(compile_policy(c, coverage) for c in layers),
+            preemption=_preemption(effective.preemption_owner),
+            permits=tuple(_permit(c, permit) for c in layers for permit in c.policy.permits),
+            queue_fn=_queue_function(effective.queue_owner),
         )
     policies = [c.policy for c in checked]
     files = tuple(sorted({p.file for p in policies}))
-    return pl.CompiledPolicySet(generation, content_hash(policies), profiles, files)
+    return pl.CompiledPolicySet(generation, content_hash(policies), compiled, files)
+
+
+def compile_policy_set(
+    checked: Sequence[CheckedPolicy],
+    *,
+    generation: int,
+    scopes: Mapping[str, frozenset[str]] | None = None,
+    coverage: CoverageCollector | None = None,
+) -> pl.CompiledPolicySet:
+    """Compose checked policies into profiles by scheduler name and compile them (PolicyError on a
+    conflict; instrumented for `coverage` if given)."""
+    composition = compose(checked, scopes)
+    errors = [d for d in composition.diagnostics if d.severity == "error"]
+    if errors:
+        raise PolicyError(errors)
+    return compile_effective(composition.profiles, checked, generation=generation, coverage=coverage)
 
 
 def compile_paths(
@@ -273,12 +291,17 @@ def compile_paths(
     ]
     if problems or result.has_errors:
         raise PolicyError(problems + result.diagnostics)
-    return compile_policy_set(result.checked, generation=generation, coverage=coverage)
+    return compile_effective(result.profiles, result.checked, generation=generation, coverage=coverage)
 
 
-def compile_sources(texts: Mapping[str, str], *, generation: int) -> pl.CompiledPolicySet:
-    """Check and compile policy texts by name; raises PolicyError with every diagnostic on any error."""
-    result = load_texts(texts)
+def compile_sources(
+    texts: Mapping[str, str], *, generation: int, scopes: Mapping[str, frozenset[str]] | None = None
+) -> pl.CompiledPolicySet:
+    """Check, compose and compile policy texts by name (`scopes`: profile -> its text names).
+
+    Raises PolicyError with every diagnostic on any error.
+    """
+    result = load_texts(texts, scopes)
     if result.has_errors:
         raise PolicyError(result.diagnostics)
-    return compile_policy_set(result.checked, generation=generation)
+    return compile_effective(result.profiles, result.checked, generation=generation)

@@ -8,9 +8,12 @@ and returns the `CheckedPolicy` the compiler consumes.
 from __future__ import annotations
 
 from policyd.cel.checker import check
+from policyd.cel.codegen import generate_function
 from policyd.cel.cost import cost_report
 from policyd.cel.env import CelEnv, CheckResult
+from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
 from policyd.cel.types import CelType
+from policyd.cel.values import Duration
 from policyd.cel.walk import free_idents
 from policyd.errors import Diagnostic
 from policyd.policy import syntax as ir
@@ -59,7 +62,9 @@ class PolicyChecker:
             self.expression(permit.group, Context.PERMIT_GROUP, f"{label}: group")
             self.expression(permit.min_member, Context.PERMIT_MIN_MEMBER, f"{label}: minMember")
             if permit.timeout is not None:
-                self.expression(permit.timeout, Context.PERMIT_TIMEOUT, f"{label}: timeout")
+                result = self.expression(permit.timeout, Context.PERMIT_TIMEOUT, f"{label}: timeout")
+                if not result.issues and result_problem(Context.PERMIT_TIMEOUT, result.type) is None:
+                    self.timeout(permit.timeout, result, f"{label}: timeout")
         for let in p.lets:
             if let.name.value not in self.used_lets:
                 self.diagnostics.append(
@@ -69,14 +74,15 @@ class PolicyChecker:
 
     def lets(self) -> None:
         """Check lets in order; each sees the earlier ones."""
-        seen: set[str] = set()
+        seen: dict[str, ir.Name] = {}
         for let in self.policy.lets:
             name = let.name.value
-            if name in seen:
-                self.diagnostics.append(
-                    let.name.diagnostic("error", f"duplicate let {name!r}", "duplicate-let")
-                )
-            seen.add(name)
+            first = seen.get(name)
+            if first is not None:
+                message = f"duplicate let {name!r} (first defined at {first.span.line}:{first.span.column})"
+                self.diagnostics.append(let.name.diagnostic("error", message, "duplicate-let"))
+            else:
+                seen[name] = let.name
             result = self.expression(let.expr, Context.LET, f"let {name!r}")
             self.let_types[name] = result.type
 
@@ -115,6 +121,10 @@ class PolicyChecker:
                     )
                     self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "let-scope"))
                     reported.add(ident.offset)
+            elif name == "pod" and context is Context.PERMIT_TIMEOUT:
+                message = "a permit timeout is a constant, evaluated once when the policy is loaded: it cannot read 'pod'"
+                self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "not-constant"))
+                reported.add(ident.offset)
             elif name == "victim" and context is not Context.VICTIMS:
                 message = "'victim' is only defined in preemption victims"
                 self.diagnostics.append(expr.diagnostic("error", message, ident.offset, "undefined"))
@@ -139,6 +149,19 @@ class PolicyChecker:
                 self.cost(expr, env, result, label)
         return result
 
+    def timeout(self, expr: ir.Expression, result: CheckResult, label: str) -> None:
+        """Evaluate a permit timeout now (it is a constant): report an error or a negative duration."""
+        env = policy_env(Context.PERMIT_TIMEOUT)
+        try:
+            value = timeout_value(expr, result, env)
+        except ValueError as e:
+            self.diagnostics.append(expr.diagnostic("error", f"{label}: {e}", code="constant"))
+            return
+        if value < 0:
+            self.diagnostics.append(
+                expr.diagnostic("error", f"{label}: must not be negative", code="constant")
+            )
+
     def cost(self, expr: ir.Expression, env: CelEnv, result: CheckResult, label: str) -> None:
         """Report an expression whose estimated cost is over the limit, at its most expensive part."""
         report = cost_report(expr.ast, result, env)
@@ -146,3 +169,14 @@ class PolicyChecker:
             return
         message = f"{label}: {report.message(COST_LIMIT)}"
         self.diagnostics.append(expr.diagnostic("error", message, report.hotspot_offset, "cost"))
+
+
+def timeout_value(expr: ir.Expression, result: CheckResult, env: CelEnv) -> float:
+    """The seconds of a constant permit timeout; ValueError naming the evaluation error."""
+    try:
+        value = generate_function(expr.ast, result, env, ()).compile()()
+    except EVAL_ERRORS as e:
+        raise ValueError(str(as_eval_error(e))) from e
+    if not isinstance(value, Duration):
+        raise ValueError(f"must be a duration, got {value!r}")
+    return value.ns / 1e9

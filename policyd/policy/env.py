@@ -9,7 +9,8 @@
 | queue `order` keys                 | pod                                        | orderable              |
 | preemption `enabled`               | pod                                        | bool                   |
 | preemption `victims`               | pod, victim                                | bool                   |
-| permit `group`/`minMember`/`timeout` | pod                                      | string / int / duration |
+| permit `group`/`minMember`           | pod                                        | string / int           |
+| permit `timeout`                     | none (a constant, evaluated at load)       | duration               |
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ CONTEXT_VARIABLES: Mapping[Context, tuple[str, ...]] = {
     Context.VICTIMS: ("pod", "victim"),
     Context.PERMIT_GROUP: ("pod",),
     Context.PERMIT_MIN_MEMBER: ("pod",),
-    Context.PERMIT_TIMEOUT: ("pod",),
+    Context.PERMIT_TIMEOUT: (),
 }
 LET_CONTEXTS = frozenset({Context.LET, Context.FILTER, Context.REASON, Context.UNRESOLVABLE, Context.SCORE})
 

@@ -9,7 +9,6 @@ once in its policy environment, costs estimated) and checks names across the set
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,8 @@ from policyd.errors import Diagnostic
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
 from policyd.policy.checker import PolicyChecker
+from policyd.policy.composition import EffectivePolicy, compose
+from policyd.policy.documents import POLICY_KIND, kinds_of
 from policyd.policy.text_form import ParseResult, parse_policy_text
 from policyd.policy.yaml_form import parse_policy_yaml
 
@@ -34,6 +35,8 @@ class LoadResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     io_errors: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    # the effective policy of each profile (`policyd.policy.composition`)
+    profiles: dict[str, EffectivePolicy] = field(default_factory=dict)
 
     @property
     def policies(self) -> list[ir.Policy]:
@@ -51,8 +54,13 @@ class LoadResult:
         return bool(self.errors)
 
 
-def policy_files(paths: Sequence[str], io_errors: list[str]) -> list[str]:
-    """Policy files named by `paths` (directories searched recursively, sorted)."""
+def policy_files(paths: Sequence[str], io_errors: list[str], others: list[str] | None = None) -> list[str]:
+    """Policy files named by `paths` (directories searched recursively, sorted).
+
+    YAML files of other kinds (test suites, configurations, misspelled kinds) found in a directory
+    are skipped; with `others` given, they are listed there, explicit ones too (`policyd lint` checks
+    them with `policyd.policy.documents.check_document`).
+    """
     out: list[str] = []
     for path in paths:
         if os.path.isdir(path):
@@ -60,22 +68,25 @@ def policy_files(paths: Sequence[str], io_errors: list[str]) -> list[str]:
             for root, dirs, files in os.walk(path):
                 dirs.sort()
                 found.extend(os.path.join(root, f) for f in files if f.endswith(POLICY_SUFFIXES))
-            out.extend(f for f in sorted(found) if not _foreign_yaml(f))
+            for f in sorted(found):
+                if not _foreign_yaml(f):
+                    out.append(f)
+                elif others is not None:
+                    others.append(f)
         elif os.path.exists(path):
-            out.append(path)
+            if others is not None and _foreign_yaml(path):
+                others.append(path)
+            else:
+                out.append(path)
         else:
             io_errors.append(f"{path}: no such file or directory")
     return out
 
 
-_KIND_LINE = re.compile(r"^kind:\s*['\"]?([A-Za-z0-9]+)", re.MULTILINE)
-
-
 def _foreign_yaml(path: str) -> bool:
-    """True for a YAML file found in a directory whose documents are of other kinds (test suites...).
+    """True for a YAML file whose documents are of other kinds (test suites...).
 
-    Files named explicitly are always parsed (a wrong kind there is an error); in a directory walk a
-    YAML file is a policy file when any document has `kind: SchedulingPolicy` or no kind at all.
+    A YAML file is a policy file when any document has `kind: SchedulingPolicy` or no kind at all.
     """
     if not path.endswith((".yaml", ".yml")):
         return False
@@ -84,8 +95,8 @@ def _foreign_yaml(path: str) -> bool:
             text = f.read()
     except (OSError, UnicodeDecodeError):
         return False  # reported when it is read
-    kinds = set(_KIND_LINE.findall(text))
-    return bool(kinds) and "SchedulingPolicy" not in kinds
+    kinds = kinds_of(text)
+    return bool(kinds) and POLICY_KIND not in kinds
 
 
 def parse_file(path: str, text: str) -> ParseResult:
@@ -95,10 +106,15 @@ def parse_file(path: str, text: str) -> ParseResult:
     return parse_policy_text(text, path)
 
 
-def read_policy_files(paths: Sequence[str], io_errors: list[str]) -> dict[str, str]:
-    """The text of every policy file under `paths`, by path; problems are appended to `io_errors`."""
+def read_policy_files(
+    paths: Sequence[str], io_errors: list[str], others: list[str] | None = None
+) -> dict[str, str]:
+    """The text of every policy file under `paths`, by path; problems are appended to `io_errors`.
+
+    `others`: as for `policy_files`.
+    """
     texts: dict[str, str] = {}
-    for path in policy_files(paths, io_errors):
+    for path in policy_files(paths, io_errors, others):
         try:
             with open(path, encoding="utf-8") as f:
                 texts[path] = f.read()
@@ -109,18 +125,19 @@ def read_policy_files(paths: Sequence[str], io_errors: list[str]) -> dict[str, s
     return texts
 
 
-def load_policies(paths: Sequence[str]) -> LoadResult:
-    """Read, parse and check every policy under `paths`."""
+def load_policies(paths: Sequence[str], others: list[str] | None = None) -> LoadResult:
+    """Read, parse and check every policy under `paths` (`others`: as for `policy_files`)."""
     io_errors: list[str] = []
-    result = load_texts(read_policy_files(paths, io_errors))
+    result = load_texts(read_policy_files(paths, io_errors, others))
     result.io_errors[:0] = io_errors
     return result
 
 
-def load_texts(texts: Mapping[str, str]) -> LoadResult:
-    """Parse and check policy texts by name (a file path or e.g. `configmap://ns/name/key`).
+def load_texts(texts: Mapping[str, str], scopes: Mapping[str, frozenset[str]] | None = None) -> LoadResult:
+    """Parse, check and compose policy texts by name (a file path or e.g. `configmap://ns/name/key`).
 
     The name's suffix selects the form (`.yaml`/`.yml`: YAML, otherwise text) and names diagnostics.
+    `scopes` (profile -> text names) limits each profile to its own sources (`policyd.policy.composition`).
     """
     result = LoadResult()
     for name, text in texts.items():
@@ -129,6 +146,9 @@ def load_texts(texts: Mapping[str, str]) -> LoadResult:
         result.diagnostics.extend(checked.diagnostics)
         result.checked.extend(checked.checked)
     result.diagnostics.extend(check_policy_set(result.policies))
+    composition = compose(result.checked, scopes)
+    result.diagnostics.extend(composition.diagnostics)
+    result.profiles = composition.profiles
     return result
 
 
@@ -170,7 +190,7 @@ def _check_file(name: str, text: str) -> _CheckedFile:
 
 
 def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
-    """Cross-policy checks: duplicate policy names, two queue/preemption sections per profile."""
+    """Cross-policy checks: duplicate policy names (sections and overrides: `composition.compose`)."""
     out: list[Diagnostic] = []
     names: dict[str, ir.Policy] = {}
     for policy in policies:
@@ -185,23 +205,4 @@ def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
             )
         else:
             names[policy.name.value] = policy
-    for section in ("queue", "preemption"):
-        owner: dict[str, ir.Policy] = {}
-        for policy in sorted(names.values(), key=lambda p: p.name.value):
-            part = getattr(policy, section)
-            if part is None:
-                continue
-            for profile in policy.profiles:
-                first = owner.get(profile)
-                if first is None:
-                    owner[profile] = policy
-                    continue
-                message = (
-                    f"profile {profile!r} has a second {section} section "
-                    f"(policy {policy.name.value!r}; the first is in policy {first.name.value!r} "
-                    f"at {getattr(first, section).span})"
-                )
-                out.append(
-                    Diagnostic("error", message, part.span, f"duplicate-{section}", part.source_line or None)
-                )
     return out

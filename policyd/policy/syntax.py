@@ -7,6 +7,7 @@ duplicate-name errors point at the second name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,22 @@ NORMALIZE_VALUES: tuple[Normalize, ...] = ("none", "max", "reverse", "minmax", "
 PDB_VALUES = ("honor", "ignore")
 DIRECTIONS = ("asc", "desc")
 DEFAULT_PROFILES = (DEFAULT_PROFILE,)
+# a scheduler name (a pod's spec.schedulerName; the configuration's schema has the same pattern)
+PROFILE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+PROFILE_NAME_MAX = 253
+
+
+def profile_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid scheduler name, or None."""
+    if len(name) > PROFILE_NAME_MAX:
+        return f"profile name {name!r} is longer than {PROFILE_NAME_MAX} characters"
+    if not PROFILE_NAME.match(name):
+        return (
+            f"profile name {name!r} is not a valid scheduler name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
 
 Direction = Literal["asc", "desc"]
 
@@ -101,11 +118,12 @@ class QueueKey:
 
 @dataclass(frozen=True)
 class Queue:
-    """`queue { order ... }`; `span` is the `queue` keyword."""
+    """`queue { order ... }`; `span` is the `queue` keyword; `override`: replaces an extended policy's queue."""
 
     keys: tuple[QueueKey, ...]
     span: SourceSpan
     source_line: str = ""
+    override: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,6 +135,8 @@ class Preemption:
     victims: Expression | None = None
     honor_pdb: bool = True
     source_line: str = ""
+    # `override preemption`: replaces the section of a policy this one extends
+    override: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +147,29 @@ class Permit:
     group: Expression
     min_member: Expression
     timeout: Expression | None = None
+
+
+@dataclass(frozen=True)
+class RuleOverride:
+    """`override score POLICY/RULE {weight, normalize}` or `disable POLICY/RULE`: a change to an extended rule.
+
+    `target` is the qualified name as written (`policy/rule`); `span` is where it is written.
+    """
+
+    target: Name
+    disable: bool = False
+    weight: int | None = None
+    normalize: Normalize | None = None
+
+    @property
+    def policy(self) -> str:
+        """The policy part of the qualified name."""
+        return self.target.value.partition("/")[0]
+
+    @property
+    def rule(self) -> str:
+        """The rule part of the qualified name."""
+        return self.target.value.partition("/")[2]
 
 
 @dataclass(frozen=True)
@@ -145,6 +188,10 @@ class Policy:
     permits: tuple[Permit, ...] = ()
     # source text of the whole file (for the content hash)
     source_text: str = ""
+    # the policies this one builds on (`extends a, b`): they come before it in every profile it is in
+    extends: tuple[Name, ...] = ()
+    # changes to rules of extended policies, in source order
+    overrides: tuple[RuleOverride, ...] = ()
 
     @property
     def span(self) -> SourceSpan:

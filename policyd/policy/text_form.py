@@ -19,6 +19,7 @@ from policyd.cel import syntax as cel_ast
 from policyd.cel.parser import GRAMMAR_DIR, CelTreeBuilder
 from policyd.errors import CelError, Diagnostic
 from policyd.policy import syntax as ir
+from policyd.policy.delimiters import scan
 from policyd.policy.source import SourceFile, SourceMap
 
 GRAMMAR_PATH = str(Path(__file__).parent / "policy.lark")
@@ -126,6 +127,31 @@ def _expected_text(expected: set[str]) -> str:
 
 
 def _syntax_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -> Diagnostic:
+    """The parser's error; when a string or bracket opened before it is never closed, at that opener."""
+    found = _parser_diagnostic(e, source)
+    start = source.offset(found.span.line, found.span.column)
+    delimiters = scan(source.text, start)
+    at = f"{found.span.line}:{found.span.column}"
+    reason = found.message.removeprefix("syntax error: ")
+    if delimiters.unterminated is not None and delimiters.unterminated[1] <= start:
+        quote, offset = delimiters.unterminated
+        message = "syntax error: unterminated string literal"
+        if offset < start:
+            message += f" (the parser stopped at {at}: {reason})"
+        return source.diagnostic("error", message, offset, offset + len(quote), "syntax")
+    innermost = delimiters.innermost()
+    if delimiters.balanced or innermost is None:
+        return found
+    opener, offset = innermost
+    opened_line, _ = source.position(offset)
+    at_end = start >= len(source.text.rstrip())
+    if opened_line == found.span.line and not at_end:
+        return found
+    message = f"syntax error: '{opener}' was never closed (the parser stopped at {at}: {reason})"
+    return source.diagnostic("error", message, offset, offset + 1, "syntax")
+
+
+def _parser_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -> Diagnostic:
     if isinstance(e, lark.exceptions.UnexpectedToken):
         tok = e.token
         if tok.type == "$END":
@@ -219,14 +245,34 @@ class _PolicyBuilder:
         }
         seen: dict[str, Token] = {}
         where = f"policy {name_tok}"
+        extends: list[ir.Name] = []
+        overrides: list[ir.RuleOverride] = []
         for item in tree.children[1:]:
             if not isinstance(item, Tree):
                 continue
             kind = str(item.data)
+            if kind == "extends":
+                extends.extend(self.name(t) for t in item.children if isinstance(t, Token))
+                continue
+            if kind == "disable":
+                overrides.extend(
+                    ir.RuleOverride(self.name(t), disable=True) for t in item.children if isinstance(t, Token)
+                )
+                continue
+            override = kind == "override"
+            if override:
+                item = item.children[0]
+                kind = str(item.data)
+                if kind == "score_override":
+                    self._score_override(item, overrides)
+                    continue
             keyword = self._keyword(item)
             if kind in ("profiles", "match", "queue", "preemption"):
                 if not self._once(seen, kind, keyword, where):
                     continue
+            if kind in ("queue", "preemption"):
+                getattr(self, f"_{kind}")(item, fields, override)
+                continue
             method = getattr(self, f"_{kind}")
             method(item, fields)
         return ir.Policy(
@@ -241,6 +287,8 @@ class _PolicyBuilder:
             preemption=fields.get("preemption"),
             permits=tuple(fields["permits"]),
             source_text=self.source.text,
+            extends=tuple(extends),
+            overrides=tuple(overrides),
         )
 
     def _keyword(self, tree: Tree[Any]) -> Token | None:
@@ -254,10 +302,24 @@ class _PolicyBuilder:
         )
 
     def _profiles(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
-        names = [str(t)[1:-1] for t in tree.children if isinstance(t, Token)]
-        if not names:
+        names: list[str] = []
+        for tok in tree.children:
+            if not isinstance(tok, Token):
+                continue
+            name = str(tok)[1:-1]
+            start = tok.start_pos or 0
+            if "\\" in name:
+                message = f'profile name "{name}": a scheduler name has no backslash escapes or quotes'
+                self.error(message, start + 1 + name.index("\\"), code="bad-value")
+                continue
+            problem = ir.profile_name_problem(name)
+            if problem is not None:
+                self.error(problem, start, tok.end_pos, code="bad-value")
+                continue
+            names.append(name)
+        if not any(isinstance(t, Token) for t in tree.children):
             self.error("profiles: at least one scheduler name is required", tree.meta.start_pos)
-        fields["profiles"] = tuple(names)
+        fields["profiles"] = tuple(names) or ir.DEFAULT_PROFILES
 
     def _match(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
         expr = self.expression(tree.children[0])
@@ -327,22 +389,47 @@ class _PolicyBuilder:
             weight = int(str(values["weight"]))
         normalize: Any = "none"
         if "normalize" in values:
-            tok = values["normalize"]
-            normalize = str(tok)
-            if normalize not in ir.NORMALIZE_VALUES:
-                allowed = ", ".join(ir.NORMALIZE_VALUES)
-                self.error(
-                    f"unknown normalize value {normalize!r} (expected one of {allowed})",
-                    tok.start_pos or 0,
-                    tok.end_pos,
-                    code="bad-value",
-                )
+            normalize = self._normalize(values["normalize"])
+            if normalize is None:
                 return
         if not self._require(values, "expr", name_tok, "score"):
             return
         fields["scores"].append(ir.ScoreRule(self.name(name_tok), values["expr"], weight, normalize))
 
-    def _queue(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
+    def _score_override(self, tree: Tree[Any], overrides: list[ir.RuleOverride]) -> None:
+        """`override score POLICY/RULE { weight = N  normalize = WORD }`."""
+        name_tok, values = self._rule_fields(tree, "override score")
+        weight = int(str(values["weight"])) if "weight" in values else None
+        normalize: Any = None
+        if "normalize" in values:
+            normalize = self._normalize(values["normalize"])
+            if normalize is None:
+                return
+        if weight is None and normalize is None:
+            self.error(
+                f"override score {name_tok}: give 'weight' or 'normalize'",
+                name_tok.start_pos or 0,
+                name_tok.end_pos,
+                code="missing-field",
+            )
+            return
+        overrides.append(ir.RuleOverride(self.name(name_tok), weight=weight, normalize=normalize))
+
+    def _normalize(self, tok: Token) -> Any:
+        """The normalisation a WORD token names (None after reporting an unknown one)."""
+        normalize = str(tok)
+        if normalize not in ir.NORMALIZE_VALUES:
+            allowed = ", ".join(ir.NORMALIZE_VALUES)
+            self.error(
+                f"unknown normalize value {normalize!r} (expected one of {allowed})",
+                tok.start_pos or 0,
+                tok.end_pos,
+                code="bad-value",
+            )
+            return None
+        return normalize
+
+    def _queue(self, tree: Tree[Any], fields: dict[str, Any], override: bool = False) -> None:
         keyword = tree.children[0]
         assert isinstance(keyword, Token)
         keys: list[ir.QueueKey] = []
@@ -354,9 +441,9 @@ class _PolicyBuilder:
             if expr is not None:
                 keys.append(ir.QueueKey(expr, "desc" if str(direction) == "desc" else "asc"))
         span = self.source.span(keyword.start_pos or 0, keyword.end_pos)
-        fields["queue"] = ir.Queue(tuple(keys), span, self.source.line_text(span.line))
+        fields["queue"] = ir.Queue(tuple(keys), span, self.source.line_text(span.line), override)
 
-    def _preemption(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
+    def _preemption(self, tree: Tree[Any], fields: dict[str, Any], override: bool = False) -> None:
         keyword = tree.children[0]
         assert isinstance(keyword, Token)
         sub = Tree("preemption", tree.children)
@@ -381,6 +468,7 @@ class _PolicyBuilder:
             None if victims is _FAILED else victims,
             honor,
             self.source.line_text(span.line),
+            override,
         )
 
     def _permit(self, tree: Tree[Any], fields: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ parsed from the scalar's value and mapped back to the file with `SourceMap.for_y
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from typing import Any
 
 import jsonschema
@@ -16,13 +15,15 @@ import yaml
 
 from policyd import shipped
 from policyd.cel.parser import parse_cel
-from policyd.errors import CelError, Diagnostic
+from policyd.errors import CelError
 from policyd.policy import syntax as ir
+from policyd.policy.documents import KIND_SCHEMAS, POLICY_KIND
 from policyd.policy.source import SourceFile, SourceMap
 from policyd.policy.text_form import ParseResult
+from policyd.policy.yaml_schema import SchemaDocument, documents
 
 API_VERSION = "policyd.io/v1alpha1"
-KIND = "SchedulingPolicy"
+KIND = POLICY_KIND
 
 
 @functools.cache
@@ -34,131 +35,25 @@ def parse_policy_yaml(text: str, path: str = "<input>") -> ParseResult:
     """Parse every `SchedulingPolicy` document of a YAML file; problems become diagnostics."""
     source = SourceFile(path, text)
     result = ParseResult()
-    loader = yaml.SafeLoader(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is None:
-                continue
-            data = loader.construct_document(node)
-            if data is None:
-                continue
-            _Document(source, node, result.diagnostics).build(data, result.policies)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        offset = mark.index if mark is not None else 0
-        message = f"invalid YAML: {e.problem or e.context or 'syntax error'}"
-        result.diagnostics.append(source.diagnostic("error", message, offset, code="yaml"))
-    except yaml.YAMLError as e:  # pragma: no cover - non-positioned PyYAML errors
-        result.diagnostics.append(source.diagnostic("error", f"invalid YAML: {e}", 0, code="yaml"))
-    finally:
-        loader.dispose()
+    for node, data in documents(source, result.diagnostics):
+        _Document(source, node, result.diagnostics).build(data, result.policies)
     return result
 
 
-def _path_text(path: Sequence[Any]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "document"
-
-
-class _Document:
+class _Document(SchemaDocument):
     """One YAML document: schema validation at node positions, then the IR."""
-
-    def __init__(self, source: SourceFile, root: yaml.Node, diagnostics: list[Diagnostic]) -> None:
-        self.source = source
-        self.root = root
-        self.diagnostics = diagnostics
-
-    # -- nodes -----------------------------------------------------------------------------------
-
-    def error_at(self, node: yaml.Node, message: str, code: str) -> None:
-        """Record an error spanning a YAML node (its first line when the node spans several)."""
-        start = node.start_mark.index
-        end = node.end_mark.index
-        if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
-            end = start + 1
-        self.diagnostics.append(self.source.diagnostic("error", message, start, end, code))
-
-    def node_at(self, path: Sequence[Any]) -> tuple[yaml.Node, yaml.Node | None]:
-        """The node at a JSON path and, when it is a mapping value, its key node."""
-        node: yaml.Node = self.root
-        key_node: yaml.Node | None = None
-        for part in path:
-            if isinstance(node, yaml.MappingNode):
-                for k, v in node.value:
-                    if k.value == part or (isinstance(part, int) and k.value == str(part)):
-                        node, key_node = v, k
-                        break
-                else:
-                    return node, key_node
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-                node, key_node = node.value[part], None
-            else:
-                return node, key_node
-        return node, key_node
-
-    def key_node(self, mapping: yaml.Node, key: str) -> yaml.Node | None:
-        """The key node `key` of a mapping node."""
-        if isinstance(mapping, yaml.MappingNode):
-            for k, _ in mapping.value:
-                if k.value == key:
-                    return k
-        return None
-
-    def duplicate_keys(self, node: yaml.Node) -> bool:
-        """Report mapping keys given twice anywhere under `node`; True when one was found."""
-        found = False
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode):
-                    if k.value in seen:
-                        self.error_at(k, f"duplicate key {k.value!r}", "duplicate-key")
-                        found = True
-                    seen.add(k.value)
-                found = self.duplicate_keys(v) or found
-        elif isinstance(node, yaml.SequenceNode):
-            for item in node.value:
-                found = self.duplicate_keys(item) or found
-        return found
-
-    # -- schema ----------------------------------------------------------------------------------
-
-    def validate(self, data: Any) -> bool:
-        """Validate against the schema; True when the document is valid."""
-        errors = list(_validator().iter_errors(data))
-        first = len(self.diagnostics)
-        for error in errors:
-            path = list(error.absolute_path)
-            node, key = self.node_at(path)
-            where = _path_text(path)
-            if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-                allowed = error.schema.get("properties", {})
-                extras = [k for k in error.instance if k not in allowed]
-                for extra in extras:
-                    target = self.key_node(node, str(extra)) or node
-                    names = ", ".join(allowed)
-                    message = f"{where}: unknown field {extra!r} (allowed: {names})"
-                    self.error_at(target, message, "schema")
-                continue
-            if error.validator == "required":
-                message = f"{where}: {error.message}"
-                self.error_at(key or node, message, "schema")
-                continue
-            message = f"{where}: {error.message}"
-            self.error_at(node, message, "schema")
-        self.diagnostics[first:] = sorted(
-            self.diagnostics[first:], key=lambda d: (d.span.line, d.span.column)
-        )
-        return not errors
 
     # -- IR --------------------------------------------------------------------------------------
 
     def build(self, data: Any, out: list[ir.Policy]) -> None:
         """Validate the document and append its policy to `out` when it is valid."""
-        if self.duplicate_keys(self.root) | (not self.validate(data)):
+        kind = data.get("kind") if isinstance(data, dict) else None
+        if kind in KIND_SCHEMAS and kind != KIND:
+            node, _ = self.node_at(["kind"])
+            message = f"this is a {kind} document, not a {KIND} (policyd lint checks it as one)"
+            self.error_at(node, message, "kind")
+            return
+        if self.duplicate_keys(self.root) | (not self.validate(data, _validator())):
             return
         name_node, _ = self.node_at(["metadata", "name"])
         spec = data.get("spec") or {}
@@ -170,11 +65,20 @@ class _Document:
             lets=tuple(self.lets(spec)),
             filters=tuple(self.filters(spec)),
             scores=tuple(self.scores(spec)),
-            queue=self.queue(spec),
-            preemption=self.preemption(spec),
+            queue=self.queue(spec, ["spec"])
+            or self.queue(spec.get("overrides") or {}, ["spec", "overrides"]),
+            preemption=self.preemption(spec, ["spec"])
+            or self.preemption(spec.get("overrides") or {}, ["spec", "overrides"]),
             permits=tuple(self.permits(spec)),
             source_text=self.source.text,
+            extends=tuple(self.extends(spec)),
+            overrides=tuple(self.overrides(spec)),
         )
+        for section in ("queue", "preemption"):
+            if section in spec and section in (spec.get("overrides") or {}):
+                key = self.key_node(self.node_at(["spec", "overrides"])[0], section)
+                message = f"spec.overrides.{section}: a policy has one {section} section (spec.{section} is given too)"
+                self.error_at(key or self.root, message, "duplicate-field")
         out.append(policy)
 
     def name(self, node: yaml.Node) -> ir.Name:
@@ -241,33 +145,52 @@ class _Document:
                 )
         return out
 
-    def queue(self, spec: dict[str, Any]) -> ir.Queue | None:
-        """`spec.queue`."""
-        if "queue" not in spec:
+    def queue(self, parent: dict[str, Any], at: list[Any]) -> ir.Queue | None:
+        """`spec.queue` (or, with `at` spec.overrides, `spec.overrides.queue`)."""
+        if "queue" not in parent:
             return None
         keys: list[ir.QueueKey] = []
-        for i, item in enumerate(spec["queue"].get("order", ())):
-            expr = self.expr(["spec", "queue", "order", i, "key"])
+        for i, item in enumerate(parent["queue"].get("order", ())):
+            expr = self.expr([*at, "queue", "order", i, "key"])
             if expr is not None:
                 keys.append(ir.QueueKey(expr, "desc" if item.get("direction") == "desc" else "asc"))
-        _, key = self.node_at(["spec", "queue"])
+        _, key = self.node_at([*at, "queue"])
         anchor = key or self.root
         span = self.source.span(anchor.start_mark.index, anchor.end_mark.index)
-        return ir.Queue(tuple(keys), span, self.source.line_text(span.line))
+        return ir.Queue(tuple(keys), span, self.source.line_text(span.line), at[-1] == "overrides")
 
-    def preemption(self, spec: dict[str, Any]) -> ir.Preemption | None:
-        """`spec.preemption`."""
-        if "preemption" not in spec:
+    def preemption(self, parent: dict[str, Any], at: list[Any]) -> ir.Preemption | None:
+        """`spec.preemption` (or, with `at` spec.overrides, `spec.overrides.preemption`)."""
+        if "preemption" not in parent:
             return None
-        section = spec["preemption"] or {}
-        base = ["spec", "preemption"]
+        section = parent["preemption"] or {}
+        base = [*at, "preemption"]
         enabled = self.expr([*base, "enabled"]) if "enabled" in section else None
         victims = self.expr([*base, "victims"]) if "victims" in section else None
         _, key = self.node_at(base)
         anchor = key or self.root
         span = self.source.span(anchor.start_mark.index, anchor.end_mark.index)
         honor = section.get("pdb", "honor") != "ignore"
-        return ir.Preemption(span, enabled, victims, honor, self.source.line_text(span.line))
+        override = at[-1] == "overrides"
+        return ir.Preemption(span, enabled, victims, honor, self.source.line_text(span.line), override)
+
+    def extends(self, spec: dict[str, Any]) -> list[ir.Name]:
+        """`spec.extends`: one policy name or a list of them."""
+        if "extends" not in spec:
+            return []
+        if isinstance(spec["extends"], str):
+            return [self.name(self.node_at(["spec", "extends"])[0])]
+        return [self.name(self.node_at(["spec", "extends", i])[0]) for i in range(len(spec["extends"]))]
+
+    def overrides(self, spec: dict[str, Any]) -> list[ir.RuleOverride]:
+        """`spec.overrides.scores` and `spec.disable`, in that order."""
+        out: list[ir.RuleOverride] = []
+        for i, item in enumerate((spec.get("overrides") or {}).get("scores", ())):
+            target = self.name(self.node_at(["spec", "overrides", "scores", i, "rule"])[0])
+            out.append(ir.RuleOverride(target, weight=item.get("weight"), normalize=item.get("normalize")))
+        for i, _ in enumerate(spec.get("disable", ())):
+            out.append(ir.RuleOverride(self.name(self.node_at(["spec", "disable", i])[0]), disable=True))
+        return out
 
     def permits(self, spec: dict[str, Any]) -> list[ir.Permit]:
         """`spec.permits`."""

@@ -7,6 +7,7 @@ effective configuration without a file; a file's values override it key by key.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -115,13 +116,26 @@ class PolicySourceRef:
         ns, _, name = self.config_map.partition("/")
         return ns, name
 
+    def holds(self, text_name: str) -> bool:
+        """True when a policy text named `text_name` (a file path, `configmap://ns/name/key`) comes from here."""
+        if self.config_map:
+            return text_name.startswith(f"configmap://{self.config_map}/")
+        if "://" in text_name:
+            return False
+        root, name = os.path.abspath(self.path), os.path.abspath(text_name)
+        return name == root or name.startswith(root.rstrip(os.sep) + os.sep)
+
 
 @dataclass(frozen=True)
 class Profile:
-    """One scheduler name and the policy sources that define it."""
+    """One scheduler name and the policy sources that define it (its own: never another profile's)."""
 
     scheduler_name: str
     sources: tuple[PolicySourceRef, ...]
+
+    def holds(self, text_name: str) -> bool:
+        """True when a policy text comes from one of the profile's sources."""
+        return any(src.holds(text_name) for src in self.sources)
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,11 @@ class Config:
                 if src.path:
                     paths.setdefault(src.path)
         return tuple(paths)
+
+    def scopes(self, text_names: Iterable[str]) -> dict[str, frozenset[str]]:
+        """Scheduler name -> the loaded policy texts its own sources hold (`policyd.policy.composition`)."""
+        names = list(text_names)
+        return {p.scheduler_name: frozenset(n for n in names if p.holds(n)) for p in self.profiles}
 
     def undeclared_profiles(self, declared: Iterable[str]) -> str:
         """The error when a configured scheduler name is in none of `declared` ("" when all are)."""

@@ -69,9 +69,10 @@ def test_text_format_has_source_line_and_caret(tmp_path: Path, capsys: pytest.Ca
     path.write_text("policy bad {\n  filter F { expr = node.nope }\n}\n")
     assert main(["lint", str(path)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith(f"{path}:2:26: error: undefined field 'nope'")
-    assert lines[1] == "  filter F { expr = node.nope }"
-    assert lines[2] == " " * 25 + "^"
+    first = next(i for i, line in enumerate(lines) if ": error: " in line)
+    assert lines[first].startswith(f"{path}:2:26: error: undefined field 'nope'")
+    assert lines[first + 1] == "  filter F { expr = node.nope }"
+    assert lines[first + 2] == " " * 25 + "^"
 
 
 def test_missing_path_is_io_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,3 +84,30 @@ def test_no_paths_is_usage_error() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["lint"])
     assert exc.value.code == 2
+
+
+SHIPPED = Path(__file__).resolve().parents[3] / "policyd" / "policies"
+
+
+def test_a_test_suite_is_linted_as_a_test_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was reported as a broken SchedulingPolicy (`unknown field 'pods'`)."""
+    assert main(["lint", str(SHIPPED / "tests" / "default.yaml")]) == 0
+    assert "error" not in capsys.readouterr().out
+
+
+def test_a_misspelled_kind_in_a_directory_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was skipped silently."""
+    (tmp_path / "good.policy").write_text(GOOD)
+    text = (
+        (SHIPPED / "tests" / "default.yaml")
+        .read_text()
+        .replace("kind: PolicyTestSuite", "kind: PolicyTestSuit")
+    )
+    (tmp_path / "suite.yaml").write_text(text)
+    assert main(["lint", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(
+        r"suite\.yaml:\d+:7: error: unknown kind 'PolicyTestSuit' \(did you mean 'PolicyTestSuite'\?\)", out
+    )

@@ -51,7 +51,7 @@ def test_broken_configmap_key_is_reported_with_position(
     cm = write_configmap(tmp_path, "ops", "policies", {"zone.policy": BROKEN})
     assert main(["lint", "--config", cfg, "--configmap-file", f"ops/policies={cm}"]) == 1
     out = capsys.readouterr().out
-    assert re.match(r"configmap://ops/policies/zone\.policy:3:\d+: error: .*lables", out)
+    assert re.search(r"^configmap://ops/policies/zone\.policy:3:\d+: error: .*lables", out, re.MULTILINE)
 
 
 def test_set_level_errors_across_sources_are_found(
@@ -128,3 +128,28 @@ def test_config_lint_agrees_with_a_reload(tmp_path: Path) -> None:
         )
         assert reloader.reload_now().ok == (code == 0)
         assert main(["lint", "--config", cfg, "--configmap-file", f"ops/policies={cm}"]) == code
+
+
+def test_lint_config_composes_each_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A policy overriding a rule of a policy its profile does not load is an error at the override."""
+    from policyd import shipped
+
+    (tmp_path / "binpack.policy").write_text(
+        'policy binpack extends default {\n  profiles = ["packed"]\n  disable default/ImageLocality\n}\n'
+    )
+    doc = {
+        "profiles": [
+            {"schedulerName": "packed", "policySources": [{"path": str(tmp_path / "binpack.policy")}]},
+            {"schedulerName": "policyd", "policySources": [{"path": str(shipped.default_policy())}]},
+        ]
+    }
+    (tmp_path / "policyd.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["lint", "--config", str(tmp_path / "policyd.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"{tmp_path / 'binpack.policy'}:1:24: error: policy 'binpack' extends 'default', which is not loaded for profile 'packed'"
+        in out
+    )
+    doc["profiles"][0]["policySources"].insert(0, {"path": str(shipped.default_policy())})
+    (tmp_path / "policyd.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["lint", "--config", str(tmp_path / "policyd.yaml")]) == 0

@@ -80,7 +80,7 @@ def test_duplicate_let_and_rule_and_sections(tmp_path: Path) -> None:
         "policy e { preemption { } }\n",
     )
     errors = {(d[0], d[1]): d[3] for d in found if d[2] == "error"}
-    assert "duplicate let 'x'" in errors[(3, 7)]
+    assert errors[(3, 7)] == "duplicate let 'x' (first defined at 2:7)"
     assert "duplicate rule name 'R'" in errors[(5, 10)]
     assert "second preemption section" in errors[(8, 12)]
 

@@ -77,7 +77,7 @@ def test_unexpected_character_and_eof() -> None:
     line, col, msg = _error("policy a {\n  filter x { expr = 1 ; }\n}\n")
     assert (line, col) == (2, 23) and "unexpected character ';'" in msg
     line, col, msg = _error("policy a {\n  filter x { expr = 1 }\n")
-    assert line == 2 and "end of file" in msg
+    assert (line, col) == (1, 10) and "'{' was never closed" in msg and "end of file" in msg
 
 
 def test_semantic_field_errors() -> None:
@@ -89,3 +89,83 @@ def test_semantic_field_errors() -> None:
     assert (line, col) == (3, 3) and "given twice" in msg
     line, col, msg = _error("policy a {\n  filter f { expr = let }\n}\n")
     assert (line, col) == (2, 21) and "reserved" in msg
+
+
+def test_profile_names_are_checked_as_the_config_schema_checks_them() -> None:
+    """`profiles = ["Bad Name"]` passed lint although no configuration can name that profile."""
+    text = 'policy p {\n  profiles = ["Bad Name", "ok", "a\\"b"]\n}\n'
+    found = [(d.span.line, d.span.column, d.message) for d in parse_policy_text(text, "p.policy").diagnostics]
+    assert found == [
+        (
+            2,
+            15,
+            "profile name 'Bad Name' is not a valid scheduler name (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)",
+        ),
+        (2, 35, 'profile name "a\\"b": a scheduler name has no backslash escapes or quotes'),
+    ]
+
+
+def test_profile_name_pattern_is_the_config_schemas() -> None:
+    from policyd import shipped
+    from policyd.policy.syntax import PROFILE_NAME
+
+    item = shipped.schema("config")["properties"]["profiles"]["items"]["properties"]["schedulerName"]
+    assert item["pattern"] == PROFILE_NAME.pattern
+    policy_item = shipped.schema("policy")["properties"]["spec"]["properties"]["profiles"]["items"]
+    assert policy_item["pattern"] == PROFILE_NAME.pattern
+
+
+def test_composition_syntax() -> None:
+    text = (
+        "policy b extends default, other {\n"
+        "  override queue { order pod.name asc }\n"
+        "  override score default/ImageLocality { weight = 3 normalize = max }\n"
+        "  disable default/NodePorts, other/F\n"
+        "  override preemption { pdb = ignore }\n"
+        "}\n"
+    )
+    result = parse_policy_text(text, "b.policy")
+    assert result.diagnostics == []
+    policy = result.policies[0]
+    assert [n.value for n in policy.extends] == ["default", "other"]
+    assert policy.queue is not None and policy.queue.override
+    assert policy.preemption is not None and policy.preemption.override and not policy.preemption.honor_pdb
+    assert [(o.target.value, o.disable, o.weight, o.normalize) for o in policy.overrides] == [
+        ("default/ImageLocality", False, 3, "max"),
+        ("default/NodePorts", True, None, None),
+        ("other/F", True, None, None),
+    ]
+    empty = parse_policy_text("policy b extends a { override score a/S { } }", "b.policy").diagnostics
+    assert [d.message for d in empty] == ["override score a/S: give 'weight' or 'normalize'"]
+
+
+def _first_error(text: str) -> tuple[int, int, str]:
+    d = parse_policy_text(text, "u.policy").diagnostics[0]
+    return d.span.line, d.span.column, d.message
+
+
+def test_unclosed_parenthesis_is_reported_where_it_was_opened() -> None:
+    """It was reported at the next statement, lines below, without the place of the '('."""
+    text = 'policy p {\n  filter F {\n    expr = node.labels.exists(k, (k == "a"\n    reason = "x"\n  }\n}\n'
+    assert _first_error(text) == (
+        3,
+        34,
+        "syntax error: '(' was never closed (the parser stopped at 4:5: expected ')' but found 'reason')",
+    )
+
+
+def test_unclosed_bracket_brace_and_string_are_reported_where_opened() -> None:
+    bracket = _first_error("policy p {\n  filter F {\n    expr = [1, 2\n  }\n}\n")
+    assert bracket[:2] == (3, 12) and bracket[2].startswith("syntax error: '[' was never closed")
+    brace = _first_error("policy p {\n  filter F {\n    expr = true\n\n  filter G { expr = true }\n}\n")
+    assert brace[:2] == (2, 12) and brace[2].startswith("syntax error: '{' was never closed")
+    at_end = _first_error("policy p {\n  filter F { expr = true }\n")
+    assert at_end[:2] == (1, 10) and "found end of file" in at_end[2]
+    string = _first_error('policy p {\n  filter F {\n    expr = node.name == "abc\n  }\n}\n')
+    assert string == (3, 25, "syntax error: unterminated string literal")
+
+
+def test_balanced_multiline_error_keeps_the_parsers_place() -> None:
+    text = "policy p {\n  filter F { expr = f(a,\n   b c) } # (\n  // also not a bracket: [\n}\n"
+    assert _first_error(text) == (3, 6, "syntax error: expected ')' but found 'c'")

@@ -115,3 +115,39 @@ def test_source_map_quoted_and_folded_scalars() -> None:
     source, node = _node(text)
     smap = SourceMap.for_yaml_scalar(source, node)
     assert (smap.span(5).line, smap.span(5).column) == (2, 6)
+
+
+def test_unresolvable_boolean_and_expression_are_accepted() -> None:
+    """`unresolvable: true` matched both branches of the schema's oneOf and was rejected."""
+    text = (
+        "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: u}\nspec:\n  filters:\n"
+        "    - {name: A, expr: node.ready, unresolvable: true}\n"
+        "    - {name: B, expr: node.ready, unresolvable: 'pod.name == \"x\"'}\n"
+    )
+    result = parse_policy_yaml(text, "u.yaml")
+    assert result.diagnostics == []
+    a, b = result.policies[0].filters
+    assert a.unresolvable is True
+    assert not isinstance(b.unresolvable, bool) and b.unresolvable.text == 'pod.name == "x"'
+
+
+def test_composition_fields_in_yaml() -> None:
+    text = (
+        "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: c}\nspec:\n"
+        "  extends: [default]\n  overrides:\n    queue:\n      order: [{key: pod.name}]\n"
+        "    scores: [{rule: default/ImageLocality, normalize: max}]\n  disable: [default/NodePorts]\n"
+    )
+    result = parse_policy_yaml(text, "c.yaml")
+    assert result.diagnostics == []
+    policy = result.policies[0]
+    assert [n.value for n in policy.extends] == ["default"]
+    assert policy.queue is not None and policy.queue.override
+    assert [(o.target.value, o.disable, o.normalize) for o in policy.overrides] == [
+        ("default/ImageLocality", False, "max"),
+        ("default/NodePorts", True, None),
+    ]
+    bad = text.replace("default/NodePorts", "NodePorts")
+    assert any(
+        "does not match" in d.message and d.span.line == 10
+        for d in parse_policy_yaml(bad, "c.yaml").diagnostics
+    )

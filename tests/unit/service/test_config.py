@@ -109,3 +109,28 @@ def test_allow_profile_removal_defaults_off_and_can_be_set(tmp_path: Path) -> No
     path.write_text("allowProfileRemoval: 'yes'\n")
     with pytest.raises(ConfigError, match="allowProfileRemoval"):
         config.load(path)
+
+
+def test_each_profile_holds_only_its_own_sources(tmp_path: Path) -> None:
+    from policyd.service.config import from_dict
+
+    a, b = tmp_path / "a", tmp_path / "b.policy"
+    cfg = from_dict(
+        {
+            "profiles": [
+                {"schedulerName": "one", "policySources": [{"path": str(a)}, {"configMap": "ops/pol"}]},
+                {"schedulerName": "two", "policySources": [{"path": str(b)}]},
+            ]
+        }
+    )
+    names = [
+        str(a / "x.policy"),
+        str(b),
+        "configmap://ops/pol/k.policy",
+        "configmap://ops/polx/k.policy",
+        str(tmp_path / "ab"),
+    ]
+    assert cfg.scopes(names) == {
+        "one": frozenset({str(a / "x.policy"), "configmap://ops/pol/k.policy"}),
+        "two": frozenset({str(b)}),
+    }

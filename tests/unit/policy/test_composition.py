@@ -1,0 +1,201 @@
+"""Composition: layers ordered by `extends`, overrides and disables applied once, conflicts named at both places."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from policyd import shipped
+from policyd.compiler.profiles import compile_sources
+from policyd.errors import PolicyError
+from policyd.policy.loader import load_texts
+
+DEFAULT = Path(shipped.default_policy()).read_text(encoding="utf-8")
+BASE = "/p/default.policy"
+
+
+def _load(**files: str) -> tuple[dict[str, object], list[str]]:
+    texts = {BASE: DEFAULT, **{"/p/{}.{}".format(*name.rsplit("_", 1)): text for name, text in files.items()}}
+    result = load_texts(texts)
+    return dict(result.profiles), [d.format().splitlines()[0] for d in result.diagnostics]
+
+
+def _errors(**files: str) -> list[str]:
+    return [line for line in _load(**files)[1] if ": error: " in line]
+
+
+BINPACK = """policy binpack extends default {
+  override score default/NodeResourcesLeastAllocated { weight = 0 }
+  disable default/ImageLocality
+  score MostAllocated {
+    expr = "cpu" in node.allocatable && node.allocatable["cpu"] > 0
+      ? (node.requested["cpu"] + pod.requests["cpu"]) * 100 / node.allocatable["cpu"] : 0
+    weight = 2
+  }
+}
+"""
+
+BINPACK_YAML = """apiVersion: policyd.io/v1alpha1
+kind: SchedulingPolicy
+metadata: {name: binpack}
+spec:
+  extends: default
+  overrides:
+    scores:
+      - rule: default/NodeResourcesLeastAllocated
+        weight: 0
+  disable: [default/ImageLocality]
+"""
+
+
+@pytest.mark.parametrize("name,text", [("binpack.policy", BINPACK), ("binpack.yaml", BINPACK_YAML)])
+def test_reweight_and_disable_reach_the_compiled_profile(name: str, text: str) -> None:
+    compiled = compile_sources({BASE: DEFAULT, f"/p/{name}": text}, generation=1).profiles["policyd"]
+    weights = {(s.rule.policy, s.rule.name): s.weight for s in compiled.scores}
+    assert weights[("default", "NodeResourcesLeastAllocated")] == 0
+    assert ("default", "ImageLocality") not in weights
+    assert weights[("default", "TaintTolerationScore")] == 3  # untouched
+    assert compiled.policies[0] == "default"  # the base layer first
+
+
+def test_effective_policy_records_origin_and_changes() -> None:
+    profiles, diagnostics = _load(binpack_policy=BINPACK)
+    assert not [d for d in diagnostics if ": error: " in d]
+    effective = profiles["policyd"]
+    rules = {r.qualified: r for r in effective.rules}  # type: ignore[attr-defined]
+    least = rules["default/NodeResourcesLeastAllocated"]
+    assert least.weight == 0 and least.enabled
+    assert [(c.policy, c.what, c.span.line) for c in least.changes] == [("binpack", "weight 1 -> 0", 2)]
+    image = rules["default/ImageLocality"]
+    assert not image.enabled and image.changes[0].what == "disabled" and image.changes[0].span.line == 3
+    assert rules["binpack/MostAllocated"].span.line == 4
+
+
+def test_override_queue_and_preemption_replace_the_base_sections() -> None:
+    text = (
+        "policy tenants extends default {\n"
+        "  override queue { order pod.namespace asc }\n"
+        "  override preemption { victims = false }\n"
+        "}\n"
+    )
+    compiled = compile_sources({BASE: DEFAULT, "/p/t.policy": text}, generation=1).profiles["policyd"]
+    assert compiled.queue_key({"namespace": "a", "priority": 5}) == ("a",)
+    assert not compiled.preemption.eligible_victim({"priority": 10}, {"priority": 0})
+    profiles, _ = _load(t_policy=text)
+    queue = profiles["policyd"].queue  # type: ignore[attr-defined]
+    assert queue.policy == "tenants" and queue.replaced[0].policy == "default"
+
+
+def test_a_base_joins_the_profiles_of_the_policy_built_on_it() -> None:
+    text = 'policy fair extends default {\n  profiles = ["fair-share"]\n  override queue { order pod.name asc }\n}\n'
+    compiled = compile_sources({BASE: DEFAULT, "/p/f.policy": text}, generation=1)
+    assert compiled.profiles["fair-share"].policies == ("default", "fair")
+    assert compiled.profiles["policyd"].policies == ("default",)
+    assert compiled.profiles["policyd"].queue_key({"name": "x", "priority": 5}) != ("x",)
+
+
+def test_second_plain_queue_in_a_layer_that_extends_suggests_override() -> None:
+    errors = _errors(q_policy="policy q extends default {\n  queue { order pod.name asc }\n}\n")
+    assert len(errors) == 1
+    assert "/p/q.policy:2:3: error: profile 'policyd' has a second queue section" in errors[0]
+    assert "/p/default.policy:" in errors[0] and "override queue" in errors[0]
+
+
+def test_override_of_nothing_is_an_error() -> None:
+    errors = _errors(
+        a_policy="policy a { filter F { expr = true } }\n",
+        b_policy="policy b extends a {\n  override queue { order pod.name asc }\n}\n",
+    )
+    assert any(
+        "/p/b.policy:2:12: error: override queue in policy 'b': no policy it extends" in e for e in errors
+    )
+
+
+def test_unordered_overrides_of_the_same_thing_name_both_places() -> None:
+    errors = _errors(
+        a_policy="policy a extends default {\n  override score default/ImageLocality { weight = 2 }\n}\n",
+        b_policy="policy b extends default {\n  override score default/ImageLocality { weight = 3 }\n}\n",
+    )
+    assert errors == [
+        "/p/b.policy:2:18: error: policies 'a' and 'b' both change default/ImageLocality and neither "
+        "extends the other (the other change is at /p/a.policy:2:18)"
+    ]
+
+
+def test_ordered_overrides_take_the_later_layer() -> None:
+    a = "policy a extends default {\n  override score default/ImageLocality { weight = 2 }\n}\n"
+    b = "policy b extends a {\n  override score default/ImageLocality { weight = 7 }\n}\n"
+    compiled = compile_sources({BASE: DEFAULT, "/p/a.policy": a, "/p/b.policy": b}, generation=1)
+    profile = compiled.profiles["policyd"]
+    assert profile.policies == ("default", "a", "b")
+    assert {s.rule.name: s.weight for s in profile.scores}["ImageLocality"] == 7
+
+
+def test_disabled_and_reweighted_is_an_error_naming_both() -> None:
+    errors = _errors(
+        a_policy="policy a extends default {\n  disable default/ImageLocality\n}\n",
+        b_policy="policy b extends a {\n  override score default/ImageLocality { weight = 3 }\n}\n",
+    )
+    assert errors == [
+        "/p/b.policy:2:18: error: default/ImageLocality is both disabled and reweighted "
+        "(the other change is at /p/a.policy:2:11)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("policy x extends default { disable default/Nope }", "policy 'default' has no rule 'Nope' (rules: "),
+        ("policy x extends default { disable other/F }", "no policy 'other' is loaded for profile 'policyd'"),
+        (
+            "policy x { disable default/NodePorts }",
+            "policy 'x' does not extend 'default' (add `extends default`)",
+        ),
+        ("policy x extends nothing { }", "policy 'x' extends 'nothing', which is not loaded"),
+        (
+            "policy x extends default { override score default/NodePorts { weight = 2 } }",
+            "it is a filter; only a score has a weight",
+        ),
+    ],
+)
+def test_overrides_must_name_what_the_policy_extends(text: str, message: str) -> None:
+    errors = _errors(x_policy=text + "\n")
+    assert len(errors) == 1 and errors[0].startswith("/p/x.policy:1:") and message in errors[0], errors
+
+
+def test_extends_cycle_is_an_error() -> None:
+    errors = _errors(a_policy="policy a extends b { }\n", b_policy="policy b extends a { }\n")
+    assert any("extends itself (a -> b -> a)" in e or "extends itself (b -> a -> b)" in e for e in errors)
+
+
+def test_compile_refuses_a_conflicting_set() -> None:
+    with pytest.raises(PolicyError, match="does not extend"):
+        compile_sources(
+            {BASE: DEFAULT, "/p/x.policy": "policy x { disable default/NodePorts }\n"}, generation=1
+        )
+
+
+def test_profile_without_resource_fit_is_warned_about() -> None:
+    _, diagnostics = _load(
+        t_policy='policy t {\n  profiles = ["other"]\n  filter F { expr = node.ready }\n}\n'
+    )
+    assert (
+        "/p/t.policy:1:8: warning: profile 'other' has no filter reading node capacity "
+        "(node.allocatable, node.free, node.requested): pods may be placed on full nodes "
+        "(extend `default`, or add a resource-fit filter)"
+    ) in diagnostics
+    assert not any("profile 'policyd' has no filter" in d for d in diagnostics)
+    # disabling the default resource fit loses it
+    _, diagnostics = _load(x_policy="policy x extends default {\n  disable default/NodeResourcesFit\n}\n")
+    assert any("profile 'policyd' has no filter reading node capacity" in d for d in diagnostics)
+
+
+def test_scopes_limit_a_profile_to_its_own_files() -> None:
+    other = 'policy extra {\n  profiles = ["policyd", "b"]\n  filter Never { expr = false }\n}\n'
+    texts = {BASE: DEFAULT, "/q/extra.policy": other}
+    both = load_texts(texts)
+    assert both.profiles["policyd"].policies == ("default", "extra")
+    scoped = load_texts(texts, {"policyd": frozenset({BASE}), "b": frozenset({"/q/extra.policy"})})
+    assert scoped.profiles["policyd"].policies == ("default",)
+    assert scoped.profiles["b"].policies == ("extra",)
