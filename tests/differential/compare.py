@@ -65,7 +65,7 @@ _HISTOGRAM = re.compile(r"(\d+) (.+?)(?=, \d+ |\.$)")
 SPREAD_TRUNCATION = "spread-truncation"
 PREEMPTION_TIE = "preemption-tie"
 EXPLANATIONS = {
-    SPREAD_TRUNCATION: "1.20 truncates PodTopologySpread's raw score (int64(score)); 1.21+ and policyd round it",
+    SPREAD_TRUNCATION: "1.20 truncates PodTopologySpread's raw score (int64(score)); modern kube-scheduler and policyd round it",
     PREEMPTION_TIE: "equally good preemption candidates: 1.20 takes the first its parallel dry run returned",
 }
 
