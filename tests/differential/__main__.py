@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", type=int, default=20, help="how many generated scenarios")
     parser.add_argument("--seed", type=int, default=1, help="the series of generated scenarios")
     parser.add_argument("--first", type=int, default=0, help="index of the first generated scenario")
+    parser.add_argument("--large", action="store_true", help="8-12 nodes and 10-40 pods per scenario")
     parser.add_argument("--replay", nargs="+", default=None, help="scenario files or directories to run")
     parser.add_argument("--policies", nargs="+", default=[str(VARIANT_POLICY)])
     parser.add_argument("--record", default=str(REGRESSIONS), help="where disagreeing scenarios go")
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         scenarios: list[Scenario] = [load_scenario(f) for f in scenario_files(args.replay)]
         record = None
     else:
-        scenarios = [generate(args.seed, i) for i in range(args.first, args.first + args.scenarios)]
+        scenarios = [
+            generate(args.seed, i, args.large) for i in range(args.first, args.first + args.scenarios)
+        ]
         record = None if args.no_record else Path(args.record)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="policyd-differential-") as tmp:
@@ -67,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             kube.stop()
     comparisons = [c for r in results for c in r.comparisons]
-    what = "replayed " + ", ".join(args.replay) if args.replay else f"seed {args.seed}, first {args.first}"
+    what = (
+        "replayed " + ", ".join(args.replay)
+        if args.replay
+        else f"seed {args.seed}, first {args.first}" + (", large" if args.large else "")
+    )
     header = (
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()} "
         f"{platform.node()}, {len(results)} scenarios ({what}), {summary(comparisons)}, "

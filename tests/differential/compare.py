@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policyd.scheduler.attempts import Attempt
 from tests.differential.kube_side import PROBE_REASON, KubeCycle
 from tests.differential.scenario import Obj
+from tests.differential.spread_oracle import expected_scores, round_half_away, truncate
+
+SPREAD_WEIGHT = 2  # PodTopologySpread's weight in 1.20's default profile and in kube-1.20.policy
 
 # kube-scheduler 1.20 score plugin -> policyd rule (None: not compared, and why)
 SCORE_RULES: dict[str, str | None] = {
@@ -133,8 +136,13 @@ def policyd_histogram(attempt: Attempt) -> Counter[str]:
     return counts
 
 
-def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, priorities: Mapping[str, int]) -> Comparison:
-    """Compare one pod's first cycle on both sides (`priorities`: of the bound pods, by key)."""
+def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, state: Sequence[Obj]) -> Comparison:
+    """Compare one pod's first cycle on both sides (`state`: the objects both saw)."""
+    priorities = {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}": int(o["spec"].get("priority") or 0)
+        for o in state
+        if o["kind"] == "Pod"
+    }
     out: list[Disagreement] = []
     compared = {"filters", "placement"}
     pod = kube.pod
@@ -163,10 +171,8 @@ def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, priorities: Mapping
                 )
             )
     # scores: every plugin on every node kube-scheduler scored
-    soft_spread = any(
-        c.get("whenUnsatisfiable") == "ScheduleAnyway"
-        for c in pod_obj["spec"].get("topologySpreadConstraints", [])
-    )
+    truncated = expected_scores(pod_obj, state, kube.feasible, truncate)
+    rounded = expected_scores(pod_obj, state, kube.feasible, round_half_away)
     adjusted = {r.node: r.score.total for r in attempt.nodes if r.feasible and r.score is not None}
     if kube.scores:
         compared.add("scores")
@@ -180,7 +186,15 @@ def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, priorities: Mapping
                 got = str(ours_score.weighted) if ours_score is not None else "<none>"
                 if got != str(value):
                     raw = f" (raw {ours_score.raw:g})" if ours_score is not None else ""
-                    why = SPREAD_TRUNCATION if plugin == "PodTopologySpread" and soft_spread else ""
+                    # explained only when 1.20's truncation and policyd's rounding give exactly these
+                    why = (
+                        SPREAD_TRUNCATION
+                        if plugin == "PodTopologySpread"
+                        and ours_score is not None
+                        and value == SPREAD_WEIGHT * truncated.get(node, -1)
+                        and ours_score.weighted == SPREAD_WEIGHT * rounded.get(node, -1)
+                        else ""
+                    )
                     out.append(Disagreement(pod, "scores", f"{plugin} on {node}", str(value), got + raw, why))
                     if why and ours_score is not None and node in adjusted:
                         adjusted[node] += value - ours_score.weighted

@@ -28,14 +28,14 @@ IMAGES = {  # name -> size in bytes
 TAINT_KEYS = ("dedicated", "spot", "gpu")
 
 
-def generate(seed: int, index: int) -> Scenario:
-    """Scenario `index` of the series `seed`."""
-    rng = random.Random(f"{seed}/{index}")
-    name = f"s{seed}-{index}"
-    nodes = [_node(rng, f"{name}-n{i}") for i in range(rng.randint(3, 8))]
+def generate(seed: int, index: int, large: bool = False) -> Scenario:
+    """Scenario `index` of the series `seed` (3-8 nodes, 3-9 pods; `large`: 8-12 nodes, 10-40 pods)."""
+    rng = random.Random(f"{seed}/{index}" + ("/large" if large else ""))
+    name = f"{'l' if large else 's'}{seed}-{index}"
+    nodes = [_node(rng, f"{name}-n{i}") for i in range(rng.randint(8, 12) if large else rng.randint(3, 8))]
     node_names = [n["metadata"]["name"] for n in nodes]
     existing = [_pod(rng, name, f"e{i}", bound_to=rng.choice(node_names)) for i in range(rng.randint(0, 6))]
-    pending = [_pod(rng, name, f"p{i}") for i in range(rng.randint(3, 9))]
+    pending = [_pod(rng, name, f"p{i}") for i in range(rng.randint(10, 40) if large else rng.randint(3, 9))]
     pdbs = [_pdb(rng, name, f"pdb{i}") for i in range(rng.choice((0, 0, 1, 2)))]
     return Scenario(name, tuple(nodes), tuple(existing), tuple(pdbs), tuple(pending))
 

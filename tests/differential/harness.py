@@ -58,14 +58,7 @@ class Harness:
                 state = self.kube.state(scenario)
                 created, cycle = self.kube.schedule(scenario, pod)
                 attempt = self.policyd.evaluate(state, created)
-                priorities = {
-                    f"{o['metadata']['namespace']}/{o['metadata']['name']}": int(
-                        o["spec"].get("priority") or 0
-                    )
-                    for o in state
-                    if o["kind"] == "Pod"
-                }
-                comparison = compare(cycle, attempt, pod, priorities)
+                comparison = compare(cycle, attempt, created, state)
                 result.comparisons.append(comparison)
                 if comparison.disagreements:
                     result.details.append(_detail(state, cycle, attempt))

@@ -117,3 +117,27 @@ def test_generator_is_seeded() -> None:
     """The same (seed, index) gives the same scenario; another index another one."""
     assert generate(3, 4).to_yaml() == generate(3, 4).to_yaml()
     assert generate(3, 4).to_yaml() != generate(3, 5).to_yaml()
+
+
+def test_spread_oracle_truncates_as_1_20_and_rounds_as_policyd() -> None:
+    """1, 2 and 0 matching pods on three hostnames: log(5) per pod, truncated 1/3/0 or rounded 2/3/0."""
+    from tests.differential.spread_oracle import expected_scores, round_half_away, truncate
+
+    def node(name: str) -> Obj:
+        return {"kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+
+    def bound(name: str, node_name: str) -> Obj:
+        meta = {"name": name, "namespace": "ns", "labels": {"app": "web"}}
+        return {"kind": "Pod", "metadata": meta, "spec": {"nodeName": node_name}}
+
+    state = [node("n0"), node("n1"), node("n2"), bound("a", "n0"), bound("b", "n1"), bound("c", "n1")]
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"topologySpreadConstraints": [constraint]}}
+    nodes = ["n0", "n1", "n2"]
+    assert expected_scores(pod, state, nodes, truncate) == {"n0": 66, "n1": 0, "n2": 100}
+    assert expected_scores(pod, state, nodes, round_half_away) == {"n0": 33, "n1": 0, "n2": 100}
