@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.backends.kube.client import ApiError, KubeClient
+from policyd.bench.e2e import create_node
 from policyd.bench.e2e_report import KUBE_SCHEDULER
 from policyd.bench.e2e_schedulers import SchedulerProcess, make_scheduler
 from policyd.envtest import LocalControlPlane
@@ -133,15 +134,7 @@ class KubeSide:
         ns = scenario.namespace
         api.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
         for node in scenario.nodes:
-            status = node.get("status", {})
-            body = {k: v for k, v in node.items() if k != "status"}
-            api.request("POST", "/api/v1/nodes", body=body)
-            api.request(
-                "PATCH",
-                f"/api/v1/nodes/{node['metadata']['name']}/status",
-                body={"status": status},
-                content_type="application/merge-patch+json",
-            )
+            create_node(api, {k: v for k, v in node.items() if k != "status"}, node.get("status", {}))
         # 1.20 keeps each node's image summary (how many nodes have the image) from when the node was
         # last added or updated (internal/cache/cache.go addNodeImageStates): touch every node once all
         # exist, so ImageLocality's spread factor counts them all, as the current cluster does (README)
