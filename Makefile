@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # shell: $$assets = the directory of kube-apiserver, etcd and kube-scheduler (built on the first call)
 ENVTEST_ASSETS = assets="$$(bash scripts/envtest.sh)" || exit 1; assets="$$(printf '%s\n' "$$assets" | tail -n 1)"
 
-.PHONY: demo test lint unit bench bench-e2e venv envtest clean
+.PHONY: demo test lint unit bench bench-e2e differential venv envtest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ bench: $(STAMP)
 bench-e2e: $(STAMP)
 	$(ENVTEST_ASSETS); \
 	KUBEBUILDER_ASSETS="$$assets" $(VENV)/bin/policyd bench --mode e2e --scale 0.1
+
+# policyd against the real kube-scheduler 1.20.2 (tests/differential/README.md); SCENARIOS and SEED override
+SCENARIOS ?= 300
+SEED ?= 1
+differential: $(STAMP)
+	$(ENVTEST_ASSETS); \
+	KUBEBUILDER_ASSETS="$$assets" $(PY) -m tests.differential --scenarios $(SCENARIOS) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info bench-results

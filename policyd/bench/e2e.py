@@ -444,18 +444,20 @@ def run_one(
     return run.result(scale, node_scale, time.monotonic() - started - run.measured.seconds)
 
 
+def create_node(client: Any, obj: KubeObject, status: KubeObject) -> None:
+    """Create a Node, then set its status (Ready, capacity: ignored on create) through the subresource."""
+    client.request("POST", "/api/v1/nodes", body=obj)
+    client.request(
+        "PATCH",
+        f"/api/v1/nodes/{obj['metadata']['name']}/status",
+        body={"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
 def _create_nodes(client: Any, op: CreateNodes, first_index: int, threads: int) -> None:
     def create(item: tuple[KubeObject, KubeObject]) -> None:
-        obj, status = item
-        name = obj["metadata"]["name"]
-        client.request("POST", "/api/v1/nodes", body=obj)
-        # status is ignored on create: set it (Ready, capacity) through the subresource
-        client.request(
-            "PATCH",
-            f"/api/v1/nodes/{name}/status",
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
+        create_node(client, *item)
 
     _parallel(create, node_objects(op, first_index), threads)
 

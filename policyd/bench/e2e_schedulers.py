@@ -32,8 +32,11 @@ class BenchError(RuntimeError):
     """A run could not be completed (a process failed, pods did not get scheduled in time)."""
 
 
-def kube_scheduler_config(kubeconfig: str, qps: float, burst: int, port: int) -> str:
-    """kube-scheduler 1.20's v1beta1 configuration: one client QPS/burst, no leader election, HTTP metrics."""
+def kube_scheduler_config(kubeconfig: str, qps: float, burst: int, port: int, extra: str = "") -> str:
+    """kube-scheduler 1.20's v1beta1 configuration: one client QPS/burst, no leader election, HTTP metrics.
+
+    `extra` is appended as is (top-level YAML, e.g. a `profiles:` list).
+    """
     return (
         "apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
         "kind: KubeSchedulerConfiguration\n"
@@ -45,12 +48,19 @@ def kube_scheduler_config(kubeconfig: str, qps: float, burst: int, port: int) ->
         "  leaderElect: false\n"
         f"healthzBindAddress: 127.0.0.1:{port}\n"
         f"metricsBindAddress: 127.0.0.1:{port}\n"
-    )
+    ) + extra
 
 
-def kube_scheduler_command(binary: str, config: str, port: int) -> list[str]:
+def kube_scheduler_command(binary: str, config: str, port: int, extra_args: Sequence[str] = ()) -> list[str]:
     """The kube-scheduler command line (insecure port for /healthz and /metrics, no HTTPS)."""
-    return [binary, f"--config={config}", "--secure-port=0", f"--port={port}", "--address=127.0.0.1"]
+    return [
+        binary,
+        f"--config={config}",
+        "--secure-port=0",
+        f"--port={port}",
+        "--address=127.0.0.1",
+        *extra_args,
+    ]
 
 
 def policyd_config(
@@ -190,13 +200,22 @@ def make_scheduler(
     qps: float,
     burst: int,
     policies: Sequence[str],
+    kube_scheduler_extra_config: str = "",
+    kube_scheduler_extra_args: Sequence[str] = (),
 ) -> SchedulerProcess:
-    """The process for `scheduler` (kube-scheduler from `assets`, or `policyd run`), not started."""
+    """The process for `scheduler` (kube-scheduler from `assets`, or `policyd run`), not started.
+
+    kube-scheduler's configuration gets `kube_scheduler_extra_config` appended (e.g. profiles) and its
+    command line `kube_scheduler_extra_args` (e.g. `-v=10`): the differential harness runs it so.
+    """
     port = free_port()
     if scheduler == KUBE_SCHEDULER:
         config = workdir / "kube-scheduler.yaml"
-        config.write_text(kube_scheduler_config(kubeconfig, qps, burst, port), encoding="utf-8")
-        args = kube_scheduler_command(str(assets / "kube-scheduler"), str(config), port)
+        text = kube_scheduler_config(kubeconfig, qps, burst, port, kube_scheduler_extra_config)
+        config.write_text(text, encoding="utf-8")
+        args = kube_scheduler_command(
+            str(assets / "kube-scheduler"), str(config), port, kube_scheduler_extra_args
+        )
         return SchedulerProcess(scheduler, args, port, workdir / "kube-scheduler.log", "/healthz")
     if scheduler == POLICYD:
         config = workdir / "policyd.yaml"

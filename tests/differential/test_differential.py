@@ -1,0 +1,143 @@
+"""The differential harness's sample in `make test`: kube-scheduler 1.20.2 and policyd on the same states.
+
+One control plane and one kube-scheduler for the module: five generated scenarios (a series of their
+own, so names never collide with the regression cases) and every regression case must show no
+unexplained disagreement; the harness must find the differences between 1.20 and default.policy (it
+can fail); the pieces that need no cluster are tested on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from policyd import shipped
+from tests.differential.compare import Comparison, histogram, reason_plugin
+from tests.differential.generator import generate
+from tests.differential.harness import REGRESSIONS, VARIANT_POLICY, Harness
+from tests.differential.kube_side import PROBE_REASON, KubeSide
+from tests.differential.policyd_side import PolicydSide
+from tests.differential.scenario import Obj, Scenario, load_scenario
+from tests.integration.apiserver import provide_assets
+
+# the test kubeconfig skips TLS verification on purpose (loopback)
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
+SAMPLE_SEED = 20261123
+SAMPLE_SCENARIOS = 5
+REGRESSION_FILES = sorted(REGRESSIONS.glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSide]:
+    """kube-scheduler 1.20.2 (v=10, probe profile) on a fresh etcd + kube-apiserver."""
+    side = KubeSide(provide_assets(), tmp_path_factory.mktemp("differential"))
+    try:
+        side.start()
+        yield side
+    finally:
+        side.stop()
+
+
+@pytest.fixture(scope="module")
+def harness(kube: KubeSide) -> Harness:
+    """Both sides, with the 1.20 variant policy."""
+    return Harness(kube, PolicydSide.load([str(VARIANT_POLICY)]))
+
+
+def _unexplained(comparisons: list[Comparison]) -> list[str]:
+    return [str(d) for c in comparisons for d in c.unexplained]
+
+
+def test_sample_scenarios_agree(harness: Harness) -> None:
+    """Five generated scenarios: every pod agrees on filters, scores, placement and victims."""
+    comparisons: list[Comparison] = []
+    for index in range(SAMPLE_SCENARIOS):
+        comparisons.extend(harness.run(generate(SAMPLE_SEED, index)).comparisons)
+    assert len(comparisons) >= SAMPLE_SCENARIOS * 3
+    assert any("scores" in c.compared for c in comparisons)
+    assert _unexplained(comparisons) == []
+
+
+@pytest.mark.parametrize("path", REGRESSION_FILES, ids=[p.stem for p in REGRESSION_FILES])
+def test_regression_case_agrees(harness: Harness, path: Path) -> None:
+    """Every disagreement the harness ever found stays resolved (or explained)."""
+    result = harness.run(load_scenario(path))
+    assert result.comparisons
+    assert _unexplained(result.comparisons) == []
+
+
+def test_the_harness_finds_default_policy_differences(kube: KubeSide) -> None:
+    """default.policy follows modern kube-scheduler (weights 3/2/2, ...): against 1.20 it must disagree."""
+    modern = Harness(kube, PolicydSide.load([str(shipped.default_policy())]))
+    case = load_scenario(REGRESSIONS / "s1-35.yaml")
+    renamed = Scenario(
+        "modern-" + case.name,
+        tuple(_renamed_node(n, case.name) for n in case.nodes),
+        tuple(_renamed_pod(p, case.name) for p in case.existing),
+        tuple(_renamed_pod(p, case.name) for p in case.pdbs),
+        tuple(_renamed_pod(p, case.name) for p in case.pending),
+    )
+    result = modern.run(renamed)
+    kinds = {d.kind for c in result.comparisons for d in c.unexplained}
+    assert "scores" in kinds
+
+
+def _renamed_node(node: Obj, old: str) -> Obj:
+    name = "modern-" + node["metadata"]["name"]
+    labels = dict(node["metadata"]["labels"], **{"kubernetes.io/hostname": name})
+    return {**node, "metadata": {**node["metadata"], "name": name, "labels": labels}}
+
+
+def _renamed_pod(obj: Obj, old: str) -> Obj:
+    meta = {**obj["metadata"], "namespace": "modern-" + old}
+    spec = dict(obj["spec"])
+    if spec.get("nodeName"):
+        spec["nodeName"] = "modern-" + spec["nodeName"]
+    return {**obj, "metadata": meta, "spec": spec}
+
+
+def test_fit_error_histogram_is_parsed_with_commas_inside_reasons() -> None:
+    """A taint reason holds a comma; counts still split right."""
+    message = (
+        "0/4 nodes are available: 1 node(s) had taint {gpu: a}, that the pod didn't tolerate, "
+        "3 Insufficient memory."
+    )
+    assert histogram(message) == {
+        "node(s) had taint {gpu: a}, that the pod didn't tolerate": 1,
+        "Insufficient memory": 3,
+    }
+    assert reason_plugin("Insufficient memory") == "NodeResourcesFit"
+    assert reason_plugin(PROBE_REASON) == "(feasible)"
+
+
+def test_generator_is_seeded() -> None:
+    """The same (seed, index) gives the same scenario; another index another one."""
+    assert generate(3, 4).to_yaml() == generate(3, 4).to_yaml()
+    assert generate(3, 4).to_yaml() != generate(3, 5).to_yaml()
+
+
+def test_spread_oracle_truncates_as_1_20_and_rounds_as_policyd() -> None:
+    """1, 2 and 0 matching pods on three hostnames: log(5) per pod, truncated 1/3/0 or rounded 2/3/0."""
+    from tests.differential.spread_oracle import expected_scores, round_half_away, truncate
+
+    def node(name: str) -> Obj:
+        return {"kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+
+    def bound(name: str, node_name: str) -> Obj:
+        meta = {"name": name, "namespace": "ns", "labels": {"app": "web"}}
+        return {"kind": "Pod", "metadata": meta, "spec": {"nodeName": node_name}}
+
+    state = [node("n0"), node("n1"), node("n2"), bound("a", "n0"), bound("b", "n1"), bound("c", "n1")]
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"topologySpreadConstraints": [constraint]}}
+    nodes = ["n0", "n1", "n2"]
+    assert expected_scores(pod, state, nodes, truncate) == {"n0": 66, "n1": 0, "n2": 100}
+    assert expected_scores(pod, state, nodes, round_half_away) == {"n0": 33, "n1": 0, "n2": 100}
