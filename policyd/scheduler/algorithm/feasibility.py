@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from policyd.framework import ClusterFunctions, CompiledProfile, FilterFailure, PodEvaluator
+from policyd.framework import ClusterFunctions, CompiledProfile, FilterFailure, FilterResult, PodEvaluator
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -76,3 +76,15 @@ def filter_with_others(
         if failure is not None:
             return failure
     return evaluator.filter(node.cel)
+
+
+def filter_all_with_others(
+    evaluator: PodEvaluator, node: NodeInfoLike, others: Sequence[PodInfoLike], first: PodEvaluator
+) -> list[FilterResult]:
+    """Every filter rule's verdict on `node` in the pass that decided it (explanations): the first
+    pass's when it failed there, else those of the node as it is."""
+    if others:
+        results = first.filter_all(node.with_pods(others).cel)
+        if not all(r.passed for r in results):
+            return results
+    return evaluator.filter_all(node.cel)

@@ -33,6 +33,7 @@ from policyd.scheduler.algorithm.feasibility import (
     NominatedEvaluator,
     NominatedLookup,
     NominatedNodes,
+    filter_all_with_others,
     filter_with_nominated,
     filter_with_others,
     nominated_evaluator,
@@ -125,7 +126,7 @@ class Algorithm:
         t0 = time.perf_counter()
         placing = _Placing(profile, evaluator, pod, snapshot, nominated_evaluator(profile, pod, cluster))
         found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
-        verdicts = self._verdicts(evaluator, snapshot, found) if explain else {}
+        verdicts = self._verdicts(placing, found, nominated) if explain else {}
         filter_seconds = time.perf_counter() - t0
         if found.rows.size == 0:
             return ScheduleResult(
@@ -301,15 +302,15 @@ class Algorithm:
     # -- score and select ------------------------------------------------------------------------------
 
     @staticmethod
-    def _verdicts(
-        evaluator: PodEvaluator, snapshot: Snapshot, found: _Filtered
-    ) -> dict[str, list[FilterResult]]:
+    def _verdicts(p: _Placing, found: _Filtered, nominated: NominatedLookup) -> dict[str, list[FilterResult]]:
         """Every filter rule's verdict on every evaluated node, in search order (explain mode)."""
-        cels, names, n = snapshot.cels(), snapshot.names(), len(snapshot)
+        nodes, n = p.snapshot.nodes(), len(p.snapshot)
         out: dict[str, list[FilterResult]] = {}
         for i in range(found.evaluated):
-            row = (found.start + i) % n
-            out[names[row]] = list(evaluator.filter_all(cels[row]))
+            node = nodes[(found.start + i) % n]
+            others = nominated_others(p.pod, nominated(node.name))
+            first = p.with_nominated(node, others) if others else p.evaluator
+            out[node.name] = filter_all_with_others(p.evaluator, node, others, first)
         return out
 
     def _prioritize(

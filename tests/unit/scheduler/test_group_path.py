@@ -210,6 +210,9 @@ def test_a_nominated_pod_counts_in_the_spread_of_the_pods_its_labels_match() -> 
     assert grouped.placements["default/high"] == "big"
     (first,) = grouped.scheduler.attempts.for_pod("default/g-a")
     assert first.failures["big"].reasons == ("node(s) didn't match pod topology spread constraints",)
+    # explained by the pass that failed: the one with `high` counted
+    failed = [r.rule.name for r in first.filter_results["big"] if not r.passed]
+    assert failed == ["PodTopologySpread"]
 
 
 def test_raw_scores_beyond_int64_give_the_per_node_placement() -> None:
