@@ -4,30 +4,18 @@ RunFilterPluginsWithNominatedPods)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from policyd.backends.kube.api_backend import ApiBackend, bind_pod
+from policyd.backends.kube.api_backend import bind_pod
 from policyd.backends.kube.client import KubeClient, object_path
-from policyd.compiler.profiles import compile_sources
-from policyd.envtest import LocalControlPlane
-from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
+from policyd.scheduler.scheduler import Scheduler
 
 from .apiserver import KubeTestContext
-from .test_api_backend import REPO, make_node, node_of, wait_for
+from .test_api_backend import kube, make_node, node_of, running, wait_for  # noqa: F401 - fixtures
 from .test_preemption_api import get_pod, priority_class
 
 HOST = "kubernetes.io/hostname"
-
-
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
 
 
 def anti_affinity(app: str) -> dict[str, Any]:
@@ -37,7 +25,7 @@ def anti_affinity(app: str) -> dict[str, Any]:
 
 
 def create_pod(
-    kube: KubeClient,
+    client: KubeClient,
     ns: str,
     name: str,
     *,
@@ -65,10 +53,14 @@ def create_pod(
         "metadata": {"name": name, "labels": {"app": app}},
         "spec": spec,
     }
-    return kube.request("POST", object_path("v1", "pods", ns), body=body)
+    return client.request("POST", object_path("v1", "pods", ns), body=body)
 
 
-def test_a_nominated_preemptor_repels_a_lower_priority_pod(kube: KubeClient, k8s: KubeTestContext) -> None:
+def test_a_nominated_preemptor_repels_a_lower_priority_pod(
+    kube: KubeClient,  # noqa: F811
+    k8s: KubeTestContext,
+    running: Callable[[], Scheduler],  # noqa: F811
+) -> None:
     ns = k8s.namespace
     pool = {"pool": ns}  # other tests' nodes share the apiserver
     near, far = f"{ns}-near", f"{ns}-far"
@@ -86,48 +78,35 @@ def test_a_nominated_preemptor_repels_a_lower_priority_pod(kube: KubeClient, k8s
         )  # fmt: skip
         assert bind_pod(kube, ns, name, created["metadata"]["uid"], node).ok
 
-    texts = {"default.policy": (REPO / "policies" / "default.policy").read_text()}
-    backend = ApiBackend(kube, identity="test")
-    sched = Scheduler(compile_sources(texts, generation=1), backend, options=SchedulerOptions(bind_workers=2))
-    stop = threading.Event()
-    backend.start(sched)
-    thread = threading.Thread(target=sched.run, args=(stop,), daemon=True)
-    try:
-        assert backend.wait_for_sync(20)
-        thread.start()
-        create_pod(
-            kube, ns, "preemptor", app="web", cpu="100m", priority=f"{ns}-high", pool=pool,
-            affinity=anti_affinity("guard"),
-        )  # fmt: skip
+    sched = running()
+    create_pod(
+        kube, ns, "preemptor", app="web", cpu="100m", priority=f"{ns}-high", pool=pool,
+        affinity=anti_affinity("guard"),
+    )  # fmt: skip
 
-        def nominated() -> str:
-            p = get_pod(kube, ns, "preemptor") or {}
-            return str((p.get("status") or {}).get("nominatedNodeName") or "")
+    def nominated() -> str:
+        p = get_pod(kube, ns, "preemptor") or {}
+        return str((p.get("status") or {}).get("nominatedNodeName") or "")
 
-        assert wait_for(nominated) == near
-        assert wait_for(
-            lambda: (get_pod(kube, ns, f"guard-{near}") or {}).get("metadata", {}).get("deletionTimestamp")
-        )
-        # the preemptor waits for its victim; meanwhile a lower-priority pod that avoids web pods
-        # arrives: `near` has the most room, but with the preemptor counted there it fails
-        create_pod(
-            kube, ns, "later", app="other", cpu="100m", priority=f"{ns}-low", pool=pool,
-            affinity=anti_affinity("web"),
-        )  # fmt: skip
-        assert wait_for(lambda: node_of(kube, ns, "later")) == far
-        assert node_of(kube, ns, "preemptor") == ""
-        later = sched.attempts.for_pod(f"{ns}/later")[0]
-        assert later.failures[near].reasons == ("node(s) didn't match pod anti-affinity rules",)
+    assert wait_for(nominated) == near
+    assert wait_for(
+        lambda: (get_pod(kube, ns, f"guard-{near}") or {}).get("metadata", {}).get("deletionTimestamp")
+    )
+    # the preemptor waits for its victim; meanwhile a lower-priority pod that avoids web pods
+    # arrives: `near` has the most room, but with the preemptor counted there it fails
+    create_pod(
+        kube, ns, "later", app="other", cpu="100m", priority=f"{ns}-low", pool=pool,
+        affinity=anti_affinity("web"),
+    )  # fmt: skip
+    assert wait_for(lambda: node_of(kube, ns, "later")) == far
+    assert node_of(kube, ns, "preemptor") == ""
+    later = sched.attempts.for_pod(f"{ns}/later")[0]
+    assert later.failures[near].reasons == ("node(s) didn't match pod anti-affinity rules",)
 
-        # the kubelet's part: the victim goes away; the preemptor binds where it was nominated
-        kube.request(
-            "DELETE",
-            object_path("v1", "pods", ns, f"guard-{near}"),
-            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-        )
-        assert wait_for(lambda: node_of(kube, ns, "preemptor"), timeout=40) == near
-    finally:
-        stop.set()
-        if thread.is_alive():
-            thread.join(10)
-        backend.stop()
+    # the kubelet's part: the victim goes away; the preemptor binds where it was nominated
+    kube.request(
+        "DELETE",
+        object_path("v1", "pods", ns, f"guard-{near}"),
+        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+    )
+    assert wait_for(lambda: node_of(kube, ns, "preemptor"), timeout=40) == near

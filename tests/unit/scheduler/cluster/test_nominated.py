@@ -3,34 +3,22 @@ nominated to it added, as kube-scheduler's AddPod adds them; the reference walk 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.cluster.tables import ClusterIndex
 from tests.unit.scheduler.cluster.reference import ReferenceCluster
-from tests.unit.scheduler.cluster.snapshots import snapshot_of
+from tests.unit.scheduler.cluster.snapshots import ClusterFactory, snapshot_of
 from tests.unit.scheduler.cluster.test_cluster_index import KEYS, Cluster, a_node, a_pod
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
 WEB = {"app": "web"}
 DB = {"app": "db"}
-
-ClusterFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterFunctions]
-
-
-@pytest.fixture(params=["reference", "product"])
-def make_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
-    """The reference walk over node dicts, or the product over a snapshot of them."""
-    if request.param == "reference":
-        return lambda nodes: ReferenceCluster(snapshot_of(nodes))
-    index = ClusterIndex()
-    return lambda nodes: ClusterFunctions(snapshot_of(nodes), index=index)
 
 
 def pod(
