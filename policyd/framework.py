@@ -89,6 +89,11 @@ class ClusterFunctions(Protocol):
         """Tell the cluster functions which nodes passed the filters for `pod` (kube-scheduler PreScore input)."""
         ...
 
+    def with_nominated(self, node: CelObject, pods: Sequence[CelObject]) -> ClusterFunctions:
+        """The functions of `node`'s first filter pass: `pods` (nominated to it) added to the
+        PreFilter states (kube-scheduler AddPod)."""
+        ...
+
 
 EvaluationPhase = Literal["filter", "score"]
 

@@ -2,14 +2,15 @@
 
 kube-scheduler's numFeasibleNodesToFind (filtering stops after that many feasible nodes and the next
 search starts where the last one stopped) and its two-pass filter of a node that has nominated pods
-of at least the pod's priority (addNominatedPods): first with them counted, then as it is.
+of at least the pod's priority (RunFilterPluginsWithNominatedPods): first with them on the node and
+added to the PreFilter state (an evaluator over `ClusterFunctions.with_nominated`), then as it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from policyd.framework import FilterFailure, PodEvaluator
+from policyd.framework import ClusterFunctions, CompiledProfile, FilterFailure, FilterResult, PodEvaluator
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -17,6 +18,9 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
 NominatedLookup = Callable[[str], Sequence[PodInfoLike]]
 NominatedNodes = Callable[[], Iterable[str]]
+# the evaluator of a node's first filter pass: the pod's, over the cluster functions with the
+# nominated pods added on that node
+NominatedEvaluator = Callable[[NodeInfoLike, Sequence[PodInfoLike]], PodEvaluator]
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
@@ -34,19 +38,53 @@ def nominated_others(pod: PodInfoLike, nominated: Sequence[PodInfoLike]) -> list
     return [p for p in nominated if p.priority >= pod.priority and p.key != pod.key]
 
 
+def nominated_evaluator(
+    profile: CompiledProfile, pod: PodInfoLike, cluster: ClusterFunctions
+) -> NominatedEvaluator:
+    """The evaluators of `pod`'s first filter passes over `cluster` (kube-scheduler addGENominatedPods)."""
+
+    def make(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> PodEvaluator:
+        return profile.evaluator(pod.cel, cluster.with_nominated(node.cel, [p.cel for p in others]))
+
+    return make
+
+
 def filter_with_nominated(
-    evaluator: PodEvaluator, pod: PodInfoLike, node: NodeInfoLike, nominated: NominatedLookup
+    evaluator: PodEvaluator,
+    pod: PodInfoLike,
+    node: NodeInfoLike,
+    nominated: NominatedLookup,
+    with_nominated: NominatedEvaluator | None = None,
 ) -> FilterFailure | None:
-    """Filter `node`, first with the pods of >= priority nominated to it, then as it is."""
-    return filter_with_others(evaluator, node, nominated_others(pod, nominated(node.name)))
+    """Filter `node`, first with the pods of >= priority nominated to it, then as it is.
+
+    `with_nominated` gives the first pass's evaluator; without it (the preemption dry run, which
+    does not pass its cluster functions yet) the first pass runs `evaluator`: the pods count on the
+    node but not in the PreFilter states of PodTopologySpread and InterPodAffinity.
+    """
+    others = nominated_others(pod, nominated(node.name))
+    first = with_nominated(node, others) if others and with_nominated is not None else evaluator
+    return filter_with_others(evaluator, node, others, first)
 
 
 def filter_with_others(
-    evaluator: PodEvaluator, node: NodeInfoLike, others: Sequence[PodInfoLike]
+    evaluator: PodEvaluator, node: NodeInfoLike, others: Sequence[PodInfoLike], first: PodEvaluator
 ) -> FilterFailure | None:
-    """Filter `node` with the nominated pods `others` counted (when any), then as it is."""
+    """Filter `node` with the nominated pods `others` counted by `first` (when any), then as it is."""
     if others:
-        failure = evaluator.filter(node.with_pods(others).cel)
+        failure = first.filter(node.with_pods(others).cel)
         if failure is not None:
             return failure
     return evaluator.filter(node.cel)
+
+
+def filter_all_with_others(
+    evaluator: PodEvaluator, node: NodeInfoLike, others: Sequence[PodInfoLike], first: PodEvaluator
+) -> list[FilterResult]:
+    """Every filter rule's verdict on `node` in the pass that decided it (explanations): the first
+    pass's when it failed there, else those of the node as it is."""
+    if others:
+        results = first.filter_all(node.with_pods(others).cel)
+        if not all(r.passed for r in results):
+            return results
+    return evaluator.filter_all(node.cel)

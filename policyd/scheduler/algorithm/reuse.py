@@ -11,7 +11,8 @@ gets fresh, unshared results: the algorithm is the same either way.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,35 @@ def _text(value: Any) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class NominatedVerdict:
+    """The verdict on a node with nominated pods, and what it was decided on: the row's version,
+    the nominated pods counted and the pod-only filter values of the first pass (which differ
+    between pods of a group whose PreFilter states the nominated pods change differently)."""
+
+    version: int
+    pods: tuple[PodInfoLike, ...]
+    values: Any
+    text: str | None
+    verdict: FilterFailure | None
+
+    @classmethod
+    def of(
+        cls, version: int, pods: Sequence[PodInfoLike], values: Any, verdict: FilterFailure | None
+    ) -> NominatedVerdict:
+        """The verdict `verdict` decided on row version `version` with `pods` and first-pass `values`."""
+        return cls(version, tuple(pods), values, _text(values), verdict)
+
+    def holds(self, version: int, pods: Sequence[PodInfoLike], values: Any) -> bool:
+        """True when the verdict was decided on the same row version, pods and first-pass values."""
+        return (
+            self.version == version
+            and len(self.pods) == len(pods)
+            and all(a is b for a, b in zip(self.pods, pods, strict=True))
+            and same_values(values, self.values, self.text)
+        )
+
+
 class NodeResults:
     """What the pods of one group learnt about every node (rows of one snapshot layout)."""
 
@@ -70,8 +100,8 @@ class NodeResults:
         self._score_values: Any = _Unset()
         self._filter_text: str | None = None
         self._score_text: str | None = None
-        # row -> (row version, nominated pods counted, verdict): nodes with nominated pods
-        self.nominated: dict[int, tuple[int, tuple[PodInfoLike, ...], FilterFailure | None]] = {}
+        # row -> verdict of a node with nominated pods
+        self.nominated: dict[int, NominatedVerdict] = {}
 
     def use_filter_values(self, values: Any) -> None:
         """Forget the verdicts (and scores) unless the pod-only filter values are the group's."""

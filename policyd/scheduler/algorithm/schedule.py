@@ -30,14 +30,24 @@ from policyd.framework import (
 )
 from policyd.scheduler.algorithm.columns import ColumnSync
 from policyd.scheduler.algorithm.feasibility import (
+    NominatedEvaluator,
     NominatedLookup,
     NominatedNodes,
+    filter_all_with_others,
     filter_with_nominated,
     filter_with_others,
+    nominated_evaluator,
     nominated_others,
     num_feasible_nodes_to_find,
 )
-from policyd.scheduler.algorithm.reuse import PASS, UNKNOWN, GroupCache, NodeResults, fresh_results
+from policyd.scheduler.algorithm.reuse import (
+    PASS,
+    UNKNOWN,
+    GroupCache,
+    NodeResults,
+    NominatedVerdict,
+    fresh_results,
+)
 from policyd.scheduler.algorithm.scoring import NO_SCORES, ScoreArray, ScoreTable, int64_bound, weigh
 from policyd.scheduler.algorithm.selection import select_host
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
@@ -66,12 +76,14 @@ class ScheduleResult:
 
 @dataclass(frozen=True)
 class _Placing:
-    """What one placement works on: the pod, its profile and evaluator, the cycle's snapshot."""
+    """What one placement works on: the pod, its profile and evaluator, the cycle's snapshot, and
+    the evaluators of the first filter pass of nodes with nominated pods."""
 
     profile: CompiledProfile
     evaluator: PodEvaluator
     pod: PodInfoLike
     snapshot: Snapshot
+    with_nominated: NominatedEvaluator
 
 
 @dataclass
@@ -112,9 +124,9 @@ class Algorithm:
     ) -> ScheduleResult:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         t0 = time.perf_counter()
-        placing = _Placing(profile, evaluator, pod, snapshot)
+        placing = _Placing(profile, evaluator, pod, snapshot, nominated_evaluator(profile, pod, cluster))
         found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
-        verdicts = self._verdicts(evaluator, snapshot, found) if explain else {}
+        verdicts = self._verdicts(placing, found, nominated) if explain else {}
         filter_seconds = time.perf_counter() - t0
         if found.rows.size == 0:
             return ScheduleResult(
@@ -141,7 +153,9 @@ class Algorithm:
         profile, evaluator, pod, snapshot = p.profile, p.evaluator, p.pod, p.snapshot
         row = snapshot.row(nominated_node) if nominated_node else None
         if row is not None:
-            failure = filter_with_nominated(evaluator, pod, snapshot.nodes()[row], nominated)
+            failure = filter_with_nominated(
+                evaluator, pod, snapshot.nodes()[row], nominated, p.with_nominated
+            )
             if failure is None:
                 return _Filtered(np.array([row], dtype=np.intp), {}, row, 1, fresh_results(profile, snapshot))
         if len(snapshot) == 0:
@@ -206,7 +220,7 @@ class Algorithm:
             for pos in unknown.tolist():
                 row = pos + start - n if pos + start >= n else pos + start
                 if row in special:
-                    failure = self._filter_nominated(evaluator, g, snapshot, row, special[row])
+                    failure = self._filter_nominated(p, g, row, special[row])
                     cacheable = False
                 else:
                     evaluator.reset_cluster_called()
@@ -242,23 +256,24 @@ class Algorithm:
 
     @staticmethod
     def _filter_nominated(
-        evaluator: PodEvaluator, g: NodeResults, snapshot: Snapshot, row: int, others: list[PodInfoLike]
+        p: _Placing, g: NodeResults, row: int, others: list[PodInfoLike]
     ) -> FilterFailure | None:
-        """The verdict on a node with the nominated pods `others` counted, reused while the node and
-        the nominated pods are the same ones."""
+        """The verdict on a node with the nominated pods `others` counted, reused while the node, the
+        nominated pods and the pod-only values of the first pass are the same."""
+        evaluator, snapshot = p.evaluator, p.snapshot
+        node = snapshot.nodes()[row]
+        first = p.with_nominated(node, others)
+        values = first.prepare("filter")
+        first.track_cluster()
         version = int(snapshot.versions[row])
         hit = g.nominated.get(row)
-        if (
-            hit is not None
-            and hit[0] == version
-            and len(hit[1]) == len(others)
-            and all(a is b for a, b in zip(hit[1], others, strict=True))
-        ):
-            return hit[2]
+        if hit is not None and hit.holds(version, others, values):
+            return hit.verdict
+        first.reset_cluster_called()
         evaluator.reset_cluster_called()
-        failure = filter_with_others(evaluator, snapshot.nodes()[row], others)
-        if not evaluator.cluster_called:
-            g.nominated[row] = (version, tuple(others), failure)
+        failure = filter_with_others(evaluator, node, others, first)
+        if not first.cluster_called and not evaluator.cluster_called:
+            g.nominated[row] = NominatedVerdict.of(version, others, values, failure)
         return failure
 
     def _bulk_filter(
@@ -287,15 +302,15 @@ class Algorithm:
     # -- score and select ------------------------------------------------------------------------------
 
     @staticmethod
-    def _verdicts(
-        evaluator: PodEvaluator, snapshot: Snapshot, found: _Filtered
-    ) -> dict[str, list[FilterResult]]:
+    def _verdicts(p: _Placing, found: _Filtered, nominated: NominatedLookup) -> dict[str, list[FilterResult]]:
         """Every filter rule's verdict on every evaluated node, in search order (explain mode)."""
-        cels, names, n = snapshot.cels(), snapshot.names(), len(snapshot)
+        nodes, n = p.snapshot.nodes(), len(p.snapshot)
         out: dict[str, list[FilterResult]] = {}
         for i in range(found.evaluated):
-            row = (found.start + i) % n
-            out[names[row]] = list(evaluator.filter_all(cels[row]))
+            node = nodes[(found.start + i) % n]
+            others = nominated_others(p.pod, nominated(node.name))
+            first = p.with_nominated(node, others) if others else p.evaluator
+            out[node.name] = filter_all_with_others(p.evaluator, node, others, first)
         return out
 
     def _prioritize(

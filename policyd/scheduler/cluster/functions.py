@@ -10,6 +10,7 @@ functions") lists the approximations.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from policyd.scheduler.cluster import (
     affinity,
+    nominated,
     spread,
     volume_binding,
     volume_limits,
@@ -24,6 +26,7 @@ from policyd.scheduler.cluster import (
     volumes,
 )
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity, namespace_labels
+from policyd.scheduler.cluster.nominated import NominatedPods, PodKey, pod_key
 from policyd.scheduler.cluster.selectors import CelObject, labels_of
 from policyd.scheduler.cluster.spread_constraints import SCHEDULE_ANYWAY, spread_constraints
 from policyd.scheduler.cluster.tables import (
@@ -37,7 +40,6 @@ from policyd.scheduler.cluster.tables import (
 from policyd.scheduler.cluster.volume_store import VolumeStore
 from policyd.scheduler.cluster.workloads import WorkloadIndex
 
-PodKey = tuple[str, str, str]
 T = TypeVar("T")
 # memo entries that depend on the feasible nodes (dropped by `prescore`)
 _PRESCORE_DEPENDENT = ("spread-score", "affinity-score")
@@ -51,8 +53,18 @@ class ClusterSnapshot(SnapshotRows, Protocol):
         ...
 
 
-def _pod_key(pod: CelObject) -> PodKey:
-    return (str(pod.get("namespace", "")), str(pod.get("name", "")), str(pod.get("uid", "")))
+def _domain_counted(pod: CelObject, selector: tuple[tuple[str, str], ...]) -> Callable[[CelObject], bool]:
+    """Which pods `cluster.domainCounts(pod, key, labels)` counts: the pod's namespace, not
+    terminating, carrying every label of `selector`."""
+    namespace = pod.get("namespace")
+
+    def counted(p: CelObject) -> bool:
+        if p.get("namespace") != namespace or p.get("deleting"):
+            return False
+        pod_labels = labels_of(p)
+        return all(pod_labels.get(k) == v for k, v in selector)
+
+    return counted
 
 
 class ClusterFunctions:
@@ -79,6 +91,9 @@ class ClusterFunctions:
         self._feasible: dict[PodKey, list[CelObject]] = {}
         # False only when the snapshot says no pod on any node has inter-pod (anti-)affinity terms
         self._any_affinity = snapshot.has_pods_with_affinity()
+        # `with_nominated` variants: the pods counted on one node, and the functions without them
+        self._added: NominatedPods | None = None
+        self._base: ClusterFunctions = self
 
     def _bound(self) -> SnapshotTables:
         if self._tables is None:
@@ -86,14 +101,14 @@ class ClusterFunctions:
         return self._tables
 
     def _memo(self, pod: CelObject, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
-        memo = self._memo_by_pod.setdefault(_pod_key(pod), {})
+        memo = self._memo_by_pod.setdefault(pod_key(pod), {})
         if key not in memo:
             memo[key] = compute()
         return memo[key]  # type: ignore[no-any-return]
 
     def _prescored(self, pod: CelObject) -> Sequence[CelObject] | None:
         """The feasible nodes `prescore` gave for `pod` (None: every node)."""
-        return self._feasible.get(_pod_key(pod))
+        return self._feasible.get(pod_key(pod))
 
     def _feasible_rows(self, pod: CelObject) -> IntpArray:
         return self._bound().rows_of(self._prescored(pod))
@@ -107,12 +122,24 @@ class ClusterFunctions:
 
         Nodes are taken by name; without this call every node of the snapshot counts as feasible.
         """
-        key = _pod_key(pod)
+        key = pod_key(pod)
         self._feasible[key] = list(feasible)
         memo = self._memo_by_pod.get(key)
         if memo is not None:
             for k in [k for k in memo if k[0] in _PRESCORE_DEPENDENT]:
                 del memo[k]
+
+    def with_nominated(self, node: CelObject, pods: Sequence[CelObject]) -> ClusterFunctions:
+        """These functions for the first filter pass of `node`, with `pods` (nominated to it) added.
+
+        `topologySpread`, `interPodAffinity` and `domainCounts` count the pods on `node` as
+        kube-scheduler's AddPod adds them to a copy of the PreFilter state
+        (policyd.scheduler.cluster.nominated); everything else, the memo included, is shared.
+        """
+        variant = copy.copy(self)  # shares the snapshot, the tables and the memo
+        variant._added = NominatedPods(node, tuple(pods))
+        variant._base = self._base
+        return variant
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """Labels of a namespace (known Namespace objects, else the automatic name label)."""
@@ -127,18 +154,22 @@ class ClusterFunctions:
     def domain_counts(self, pod: CelObject, topology_key: str, labels: Mapping[str, str]) -> dict[str, int]:
         """Per value of `topology_key`: pods in the pod's namespace carrying all `labels` (0 included)."""
         sel = tuple(sorted(labels.items()))
+        added = self._added
+        if added is not None:
+            return self._memo(
+                pod,
+                ("domain-counts", topology_key, sel, added.key),
+                lambda: nominated.domain_counts_with_pods(
+                    self._base.domain_counts(pod, topology_key, labels),
+                    topology_key,
+                    _domain_counted(pod, sel),
+                    added,
+                ),
+            )
 
         def compute() -> dict[str, int]:
             tables = self._bound()
-            ns = pod.get("namespace")
-
-            def counted(p: CelObject) -> bool:
-                if p.get("namespace") != ns or p.get("deleting"):
-                    return False
-                pod_labels = labels_of(p)
-                return all(pod_labels.get(k) == v for k, v in sel)
-
-            counts = tables.pod_counts(("domain-count", ns, sel), counted)
+            counts = tables.pod_counts(("domain-count", pod.get("namespace"), sel), _domain_counted(pod, sel))
             domains = tables.domains(topology_key)
             rows = np.flatnonzero(domains.codes >= 0)
             sums = DomainSums(tables.n)
@@ -161,6 +192,18 @@ class ClusterFunctions:
 
     def topology_spread(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
         """The pod's constraints of one kind with their domain counts (PreFilter state)."""
+        added = self._added
+        if added is not None:
+            return self._memo(
+                pod,
+                ("spread", when, added.key),
+                lambda: nominated.spread_with_pods(
+                    self._base.topology_spread(pod, when),
+                    spread_constraints(pod, when, self._workloads)[0],
+                    pod,
+                    added,
+                ),
+            )
         return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))
 
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
@@ -187,6 +230,20 @@ class ClusterFunctions:
 
     def inter_pod_affinity(self, pod: CelObject) -> dict[str, Any]:
         """Required (anti-)affinity state of the pod (kube-scheduler InterPodAffinity PreFilter)."""
+        added = self._added
+        if added is not None:
+            return self._memo(
+                pod,
+                ("affinity", added.key),
+                lambda: nominated.affinity_with_pods(
+                    self._base.inter_pod_affinity(pod),
+                    self._index.pod_terms(pod),
+                    pod,
+                    added,
+                    self.namespace_labels,
+                    self._index.pod_terms,
+                ),
+            )
         return self._memo(pod, ("affinity",), lambda: self._affinity_filter_state(pod))
 
     def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from policyd.framework import CompiledProfile, FilterFailure, Normalize, PodEvaluator
-from policyd.scheduler.algorithm.feasibility import NominatedLookup, filter_with_nominated
+from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, NominatedLookup, filter_with_nominated
 from policyd.scheduler.algorithm.scoring import NodeScore, RuleScore
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
 
@@ -83,6 +83,7 @@ def place(
     start: int,
     limit: int,
     nominated: NominatedLookup,
+    with_nominated: NominatedEvaluator,
     rng: random.Random,
 ) -> Placement:
     """Filter from `start` round robin until `limit` feasible nodes, score, select."""
@@ -91,7 +92,7 @@ def place(
     for i in range(len(nodes)):
         node = nodes[(start + i) % len(nodes)]
         out.evaluated += 1
-        failure = filter_with_nominated(evaluator, pod, node, nominated)
+        failure = filter_with_nominated(evaluator, pod, node, nominated, with_nominated)
         if failure is None:
             feasible.append(node)
             if len(feasible) >= limit:

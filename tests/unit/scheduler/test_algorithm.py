@@ -12,7 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyd.framework import ScoreRule
-from policyd.scheduler.algorithm.feasibility import filter_with_nominated, num_feasible_nodes_to_find
+from policyd.scheduler.algorithm.feasibility import (
+    filter_with_nominated,
+    nominated_evaluator,
+    num_feasible_nodes_to_find,
+)
 from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.algorithm.scoring import normalize, weigh
 from policyd.scheduler.algorithm.selection import select_host
@@ -28,6 +32,9 @@ MODES = ("none", "max", "reverse", "minmax", "reverse-minmax")
 class _NoCluster:
     def prescore(self, pod: Mapping[str, Any], feasible: Sequence[Mapping[str, Any]]) -> None:
         pass
+
+    def with_nominated(self, node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> _NoCluster:
+        return self
 
 
 def _snapshot(cpus: Sequence[int], pods: Sequence[FakePod] = ()) -> Snapshot:
@@ -175,6 +182,7 @@ def test_placements_agree_with_the_per_node_oracle(
             start,
             num_feasible_nodes_to_find(n, percentage),
             lambda name: [],
+            nominated_evaluator(profile, pod, _NoCluster()),
             rng,
         )
         start = (start + want.evaluated) % n

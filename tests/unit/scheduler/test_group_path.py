@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from policyd.scheduler.algorithm import schedule as framework
-from tests.builders import make_node, make_pod
+from tests.builders import make_node, make_pod, spread_constraint
 from tests.unit.scheduler.group_path_cases import (
     EXTRA_POLICY,
     HUGE_SCORE_POLICY,
@@ -190,6 +190,29 @@ def test_a_nominated_pod_counts_for_lower_priority_pods_of_a_group() -> None:
             assert first.chosen != "big"
     (nominated,) = [a for a in attempts.for_pod("default/high") if a.result == "nominated"]
     assert nominated.nominated_node == "big"
+
+
+def test_a_nominated_pod_counts_in_the_spread_of_the_pods_its_labels_match() -> None:
+    host = "kubernetes.io/hostname"
+    nodes = [make_node(n, cpu=c, labels={host: n}) for n, c in (("big", "3"), ("s0", "1"), ("s1", "1"))]
+    victim = make_pod("victim", cpu="3", priority=0, node_name="big")
+    preemptor = make_pod("high", cpu="2", priority=100, labels={"app": "web"})
+    pending = [preemptor]
+    for name, app in (("g-a", "web"), ("g-b", "db")):
+        spread = spread_constraint({"app": app}, host, 1)
+        pending.append(make_pod(name, cpu="1", priority=5, labels={"app": app}, spread=[spread]))
+    grouped, _ = both(Case(nodes=nodes, assigned=[victim], pending=pending, extra=()))
+    assert grouped.victims == ["default/victim"]
+    # with `high` counted on big, web's skew there would be 2: g-a goes to a small node; g-b, whose
+    # selector `high` does not match, takes the room left on big
+    assert grouped.placements["default/g-a"] in ("s0", "s1")
+    assert grouped.placements["default/g-b"] == "big"
+    assert grouped.placements["default/high"] == "big"
+    (first,) = grouped.scheduler.attempts.for_pod("default/g-a")
+    assert first.failures["big"].reasons == ("node(s) didn't match pod topology spread constraints",)
+    # explained by the pass that failed: the one with `high` counted
+    failed = [r.rule.name for r in first.filter_results["big"] if not r.passed]
+    assert failed == ["PodTopologySpread"]
 
 
 def test_raw_scores_beyond_int64_give_the_per_node_placement() -> None:

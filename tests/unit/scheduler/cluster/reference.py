@@ -28,17 +28,22 @@ from policyd.scheduler.cluster.spread_constraints import (
     spread_constraint_state,
     spread_constraints,
 )
+from tests.unit.scheduler.cluster.snapshots import snapshot_of
 
 
 def _pods(node: CelObject) -> Sequence[CelObject]:
     return node.get("pods") or ()
 
 
-def _count_matching(c: SpreadConstraint, node: CelObject, namespace: str) -> int:
-    """countPodsMatchSelector: same namespace, not terminating, selected (empty selector: 0)."""
+def _count_matching(
+    c: SpreadConstraint, node: CelObject, namespace: str, nominated: frozenset[int] = frozenset()
+) -> int:
+    """countPodsMatchSelector: same namespace, not terminating, selected (empty selector: 0); a pod
+    nominated to the node (`nominated`: ids) counts as AddPod counts it: same namespace, selected."""
+    n = sum(1 for p in _pods(node) if id(p) in nominated and p.get("namespace") == namespace and c.matches(p))
     if c.selector_empty:
-        return 0
-    return sum(1 for p in _pods(node) if c.counts(p, namespace))
+        return n
+    return n + sum(1 for p in _pods(node) if id(p) not in nominated and c.counts(p, namespace))
 
 
 def _has_all_keys(node: CelObject, constraints: Sequence[SpreadConstraint]) -> bool:
@@ -64,6 +69,23 @@ class ReferenceCluster(ClusterFunctions):
     ) -> None:
         super().__init__(snapshot, namespace_labels)
         self._nodes = list(snapshot.cels())
+        self._namespaces = dict(namespace_labels or {})
+        self._nominated: frozenset[int] = frozenset()  # ids of the pods added by `with_nominated`
+        self._without: ReferenceCluster = self
+
+    def with_nominated(self, node: CelObject, pods: Sequence[CelObject]) -> ReferenceCluster:
+        """The walk over the nodes with `pods` placed on `node` (kube-scheduler's AddPod of each).
+
+        Its `topology_spread`, `inter_pod_affinity` and `domain_counts` are the oracle of the
+        product's variant; an InterPodAffinity state whose PreFilter was skipped (no existing pod's
+        required anti-affinity term matches the pod, which has no required term) stays the one
+        without the pods."""
+        name = node.get("name")
+        nodes = [dict(n, pods=[*_pods(n), *pods]) if n.get("name") == name else n for n in self._nodes]
+        variant = ReferenceCluster(snapshot_of(nodes), self._namespaces)
+        variant._nominated = frozenset(id(p) for p in pods)
+        variant._without = self
+        return variant
 
     def _feasible_nodes(self, pod: CelObject) -> Sequence[CelObject]:
         prescored = self._prescored(pod)
@@ -125,7 +147,7 @@ class ReferenceCluster(ClusterFunctions):
             node_counts: dict[str, int] = {}
             for c in constraints:
                 if c.includes(pod, node):
-                    node_counts[c.topology_key] = _count_matching(c, node, ns)
+                    node_counts[c.topology_key] = _count_matching(c, node, ns, self._nominated)
             for key, n in node_counts.items():
                 value = labels[key]
                 counts[key][value] = counts[key].get(value, 0) + n
@@ -205,6 +227,10 @@ class ReferenceCluster(ClusterFunctions):
 
     def _affinity_filter_state(self, pod: CelObject) -> dict[str, Any]:
         terms = pod_terms(pod)
+        if self._without is not self:
+            plain = self._without.inter_pod_affinity(pod)
+            if not plain["existingAnti"] and not terms.required_affinity and not terms.required_anti:
+                return plain  # PreFilter Skip: AddPod never runs
         ns_labels = self.namespace_labels(str(pod.get("namespace", "")))
         existing: dict[str, dict[str, int]] = {}
         for node, _, other in self._all_pod_terms():

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.snapshot import Snapshot
 
 generations = itertools.count(1)
+
+# makes the cluster functions over a snapshot of node dicts (the `make_cluster` fixture)
+ClusterFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterFunctions]
 
 
 @dataclass

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import pytest
-
 from policyd.policy.cluster_decls import CLUSTER_TYPE, cluster_functions
-from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.cluster.selectors import parse_label_selector, required_node_affinity_matches
-from policyd.scheduler.cluster.tables import ClusterIndex
-from tests.unit.scheduler.cluster.reference import ReferenceCluster
-from tests.unit.scheduler.cluster.snapshots import snapshot_of
+from tests.unit.scheduler.cluster.snapshots import ClusterFactory
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -47,17 +41,6 @@ def spread(key: str, skew: int = 1, when: str = "DoNotSchedule", **extra: Any) -
 
 
 WEB = {"app": "web"}
-
-ClusterFactory = Callable[[Sequence[Mapping[str, Any]]], ClusterFunctions]
-
-
-@pytest.fixture(params=["reference", "product"])
-def make_cluster(request: pytest.FixtureRequest) -> ClusterFactory:
-    """The reference walk over node dicts, or the product over a snapshot of them (one shared index)."""
-    if request.param == "reference":
-        return lambda nodes: ReferenceCluster(snapshot_of(nodes))
-    index = ClusterIndex()
-    return lambda nodes: ClusterFunctions(snapshot_of(nodes), index=index)
 
 
 def test_selector_nil_matches_nothing_and_empty_matches_everything() -> None:
