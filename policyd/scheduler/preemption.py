@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
-from policyd.scheduler.algorithm.feasibility import NominatedLookup, filter_with_nominated
+from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, NominatedLookup, filter_with_nominated
 from policyd.scheduler.attempts import (
     NO_VICTIMS,
     NOT_ELIGIBLE_NEVER,
@@ -33,6 +33,9 @@ MIN_CANDIDATE_NODES_ABSOLUTE = 100
 MAX_INT32 = 2**31 - 1
 
 EvaluatorFactory = Callable[[Snapshot], PodEvaluator]
+# the evaluators of the first filter pass of a what-if snapshot's node with nominated pods (their spread
+# and affinity counts included, as kube-scheduler's addGENominatedPods)
+NominatedFactory = Callable[[Snapshot], NominatedEvaluator]
 
 
 def start_time(pod: PodInfoLike) -> float:
@@ -93,6 +96,7 @@ def select_victims_on_node(
     nominated: NominatedLookup,
     budgets: Sequence[DisruptionBudget],
     all_pods: Sequence[PodInfoLike],
+    nominated_for: NominatedFactory | None = None,
 ) -> tuple[Candidate | None, tuple[str, ...]]:
     """The minimal victims on `node`, or None and the reasons preemption cannot help there."""
     eligible = profile.preemption.eligible_victim
@@ -101,8 +105,15 @@ def select_victims_on_node(
         return None, (NO_VICTIMS,)
 
     def failure_on(state: NodeInfoLike) -> FilterFailure | None:
-        evaluator = evaluator_for(snapshot.replace(state))
-        return filter_with_nominated(evaluator, pod, state, nominated)
+        what_if = snapshot.replace(state)
+        evaluator = evaluator_for(what_if)
+        if nominated_for is None:
+            return filter_with_nominated(evaluator, pod, state, nominated)
+
+        def first(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> PodEvaluator:
+            return nominated_for(what_if)(node, others)  # built only when pods are nominated here
+
+        return filter_with_nominated(evaluator, pod, state, nominated, first)
 
     state = node.clone_without(potential)
     failure = failure_on(state)
@@ -170,6 +181,7 @@ def find_preemption(
     budgets: Sequence[DisruptionBudget],
     all_pods: Sequence[PodInfoLike],
     rng: random.Random | None = None,
+    nominated_for: NominatedFactory | None = None,
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
     them up to 100 nodes), and pick the best candidate."""
@@ -192,7 +204,7 @@ def find_preemption(
     for i in range(len(potential)):
         node = potential[(offset + i) % len(potential)]
         candidate, reasons = select_victims_on_node(
-            profile, pod, node, snapshot, evaluator_for, nominated, budgets, all_pods
+            profile, pod, node, snapshot, evaluator_for, nominated, budgets, all_pods, nominated_for
         )
         if candidate is None:
             statuses[node.name] = reasons

@@ -25,6 +25,7 @@ from typing import Any
 
 from policyd.errors import PolicydError
 from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
+from policyd.scheduler.algorithm.feasibility import nominated_evaluator
 from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
 from policyd.scheduler.attempts import (
     Attempt,
@@ -222,6 +223,7 @@ class SchedulingCycle(EventHandlers):
                 self.budgets.all(),
                 self.cache.all_pods(),
                 rng=self._rng,
+                nominated_for=lambda snap: nominated_evaluator(profile, pod, self._cluster_functions(snap)),
             )
             if self.metrics is not None:
                 if outcome.candidate is not None:

@@ -58,9 +58,9 @@ def filter_with_nominated(
 ) -> FilterFailure | None:
     """Filter `node`, first with the pods of >= priority nominated to it, then as it is.
 
-    `with_nominated` gives the first pass's evaluator; without it (the preemption dry run, which
-    does not pass its cluster functions yet) the first pass runs `evaluator`: the pods count on the
-    node but not in the PreFilter states of PodTopologySpread and InterPodAffinity.
+    `with_nominated` gives the first pass's evaluator (the scheduling cycle's and the preemption dry
+    run's count the nominated pods in the PreFilter states of PodTopologySpread and InterPodAffinity);
+    without it the first pass runs `evaluator`: the pods count on the node only.
     """
     others = nominated_others(pod, nominated(node.name))
     first = with_nominated(node, others) if others and with_nominated is not None else evaluator

@@ -150,3 +150,40 @@ def test_dry_run_stops_once_enough_candidates_are_found() -> None:
     start = int(names[0][1:])
     assert names == [f"n{(start + i) % 250:03d}" for i in range(100)]  # consecutive from a random offset
     assert outcome.candidate is not None and outcome.candidate.node == names[0]  # equal ranks: first found
+
+
+def test_the_dry_run_counts_nominated_pods_through_the_nominated_evaluators() -> None:
+    """A node's first filter pass with pods nominated to it runs the evaluator `nominated_for` builds
+    over the what-if snapshot (their spread and affinity counts), and only where pods are nominated."""
+    snap = snapshot_of(
+        {"a": (1000, [FakePod("va", cpu=500, priority=1)]), "b": (1000, [FakePod("vb", cpu=500, priority=1)])}
+    )
+    preemptor = FakePod("p", cpu=600, priority=10)
+    nominated = FakePod("n", cpu=100, priority=20)
+    failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
+    all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
+    built: list[Snapshot] = []
+
+    def nominated_for(what_if: Snapshot) -> Any:
+        built.append(what_if)
+        return lambda node, others: FakeEvaluator(FakeProfile(zone="nowhere"), preemptor.cel)
+
+    def run(with_nominated: Any) -> Any:
+        return find_preemption(
+            PROFILE,
+            preemptor,
+            snap,
+            failures,
+            lambda s: FakeEvaluator(PROFILE, preemptor.cel),
+            lambda name: [nominated] if name == "a" else [],
+            [],
+            all_pods,
+            nominated_for=with_nominated,
+        )
+
+    plain = run(None)  # the nominated pod fits beside the preemptor on a: both nodes are candidates
+    assert plain.candidate is not None and "a" not in plain.statuses
+    counted = run(nominated_for)  # its counts reject a: only b is left
+    assert counted.candidate is not None and counted.candidate.node == "b"
+    assert counted.statuses["a"] == ("node(s) didn't match zone",)
+    assert built and all(isinstance(s, Snapshot) for s in built)
