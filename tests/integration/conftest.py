@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from policyd.backends.kube.client import KubeClient
 from policyd.envtest import LocalControlPlane
 
 from .apiserver import KubeTestContext, provide_assets
@@ -51,3 +52,11 @@ def k8s(control_plane: LocalControlPlane) -> Iterator[KubeTestContext]:
             if exc.status != 404:
                 raise
         api_client.close()
+
+
+@pytest.fixture
+def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
+    """A policyd client of the shared control plane (closed after the test)."""
+    kube_client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
+    yield kube_client
+    kube_client.close()

@@ -13,7 +13,6 @@ import pytest
 from policyd.backends.kube.api_backend import CONFLICT, ApiBackend, bind_pod
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.compiler.profiles import compile_sources
-from policyd.envtest import LocalControlPlane
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 from .apiserver import KubeTestContext
@@ -29,13 +28,6 @@ def wait_for(cond: Callable[[], Any], timeout: float = 20.0) -> Any:
             return value
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
-
-
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
 
 
 def make_node(kube: KubeClient, name: str, cpu: str = "4", labels: dict[str, str] | None = None) -> None:

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.backends.kube.events import EventRecorder, PodStatusWriter
-from policyd.envtest import LocalControlPlane
 
 from .apiserver import KubeTestContext
-
-
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
 
 
 def make_pod(kube: KubeClient, ns: str, name: str) -> dict[str, Any]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.backends.kube.informer import PODS, Informer, Resource, pdb_resource
@@ -47,13 +45,6 @@ def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
-
-
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
 
 
 def configmap(client: KubeClient, ns: str, name: str, data: dict[str, str]) -> dict[str, Any]:

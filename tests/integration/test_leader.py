@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,13 +15,6 @@ from policyd.envtest import LocalControlPlane
 from .apiserver import KubeTestContext
 
 FAST = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.3}
-
-
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
 
 
 def electors(kube: KubeClient, ns: str, count: int) -> tuple[list[LeaderElector], list[threading.Event]]:

@@ -38,13 +38,6 @@ GANG_POLICY = """policy gang {
 
 
 @pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def scheduling(kube: KubeClient) -> Iterator[Callable[[dict[str, str]], Scheduler]]:
     """Start a Scheduler with the given policy texts on the API back-end (once the nodes exist)."""
     stop = threading.Event()

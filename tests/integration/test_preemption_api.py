@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from policyd.backends.kube.api_backend import ApiBackend, bind_pod
 from policyd.backends.kube.client import KubeClient, object_path
 from policyd.compiler.profiles import compile_sources
-from policyd.envtest import LocalControlPlane
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 from .apiserver import KubeTestContext
 from .test_api_backend import REPO, make_node, node_of, wait_for
-
-
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
 
 
 def priority_class(kube: KubeClient, name: str, value: int) -> None:

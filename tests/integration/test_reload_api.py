@@ -35,13 +35,6 @@ def broken_policy(key: str) -> str:
     return zone_policy(key, "a").replace("node.labels &&", "node.lables &&")
 
 
-@pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
-
-
 def put_configmap(kube: KubeClient, ns: str, name: str, text: str, create: bool = False) -> None:
     body = {
         "apiVersion": "v1",

@@ -26,13 +26,6 @@ FAST_LEASE = {"leaseDurationSeconds": 2, "renewDeadlineSeconds": 1.5, "retryPeri
 
 
 @pytest.fixture
-def kube(control_plane: LocalControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.connect(kubeconfig=str(control_plane.kubeconfig_path))
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
 

@@ -31,8 +31,23 @@ def doc_examples() -> list[tuple[str, str]]:
 EXAMPLES = doc_examples()
 
 
-def test_the_doc_has_examples() -> None:
-    assert len(EXAMPLES) >= 15
+def test_the_doc_has_examples_of_each_feature_and_library() -> None:
+    calls = " ".join(expr for expr, _ in EXAMPLES)
+    for name in (
+        ".?",  # optionals
+        "optional.of",
+        ".transformList(",  # two-variable comprehensions
+        "cel.bind(",
+        ".format(",
+        ".findAll(",
+        "cidr(",
+        "ip(",
+        "url(",
+        "semver(",
+        "math.",
+        "sets.",
+    ):
+        assert name in calls, f"docs/LANGUAGE.md has no example of {name}"
 
 
 @pytest.mark.parametrize(("expr", "expected"), EXAMPLES, ids=[e for e, _ in EXAMPLES])
