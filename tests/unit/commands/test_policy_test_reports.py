@@ -135,10 +135,10 @@ def test_min_coverage_out_of_range_is_a_usage_error(
         (
             "node: big",
             "node: big\n    nodee: big",
-            "5: error: cases/0/expect: Additional properties are not allowed",
+            "5: error: cases[0].expect: unknown field 'nodee' (allowed: filter, scoreOrder, node, victims,",
         ),
-        # a value of the wrong type: at its key
-        ("  name: wrong", "  name: [1, 2]", "3: error: cases/1/name:"),
+        # a value of the wrong type: at the value
+        ("  name: wrong", "  name: [1, 2]", "9: error: cases[1].name: [1, 2] is not of type 'string'"),
     ],
     ids=["unexpected-key", "wrong-type"],
 )
@@ -154,6 +154,44 @@ def test_schema_error_points_at_the_line_of_the_test_file(
     err = capsys.readouterr().err
     assert f"{path}:{line}:{where}" in err
     assert f"{bad}\n" in err  # the source line, then a caret under the column
+
+
+def test_every_schema_error_is_reported_and_a_one_of_names_the_real_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policyd test` checks a suite as `policyd lint` does: every error, each at its node; a case's
+    `oneOf` (pod or queue) and an expectation's (a reason or a list) no longer say only "not valid
+    under any of the given schemas"."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        "apiVersion: policyd.io/v1alpha1\n"
+        "kind: PolicyTestSuite\n"
+        "policies: [small.policy]\n"
+        "cases:\n"
+        "  - name: neither\n"
+        "    expect: {node: big}\n"
+        "  - name: both\n"
+        "    pod: {metadata: {name: p}}\n"
+        "    queue: [{metadata: {name: q}}]\n"
+        "    expect: {node: big}\n"
+        "  - name: bad reasons\n"
+        "    pod: {metadata: {name: p}}\n"
+        "    expect: {filter: {big: 3, tiny: []}}\n"
+    )
+    assert main(["test", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "valid under" not in err
+    assert f"{path}:5:5: error: cases[0]: needs one of 'pod' or 'queue'" in err
+    assert f"{path}:7:5: error: cases[1]: has both 'pod' and 'queue': give only one" in err
+    assert f"{path}:13:28: error: cases[2].expect.filter.big: 3 is not of type 'string' or 'array'" in err
+    assert f"{path}:13:37: error: cases[2].expect.filter.tiny: [] should be non-empty" in err
+
+
+def test_a_suite_file_of_another_kind_is_unusable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deploy.yaml"
+    path.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n")
+    assert main(["test", str(path)]) == 2
+    assert "holds one PolicyTestSuite document (found kinds ['Deployment'])" in capsys.readouterr().err
 
 
 def test_shipped_suites_evaluate_every_rule_of_the_shipped_policies(
