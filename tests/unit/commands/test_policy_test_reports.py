@@ -121,6 +121,66 @@ def test_coverage_json_and_minimum(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["test", "-q", "--min-coverage", "71", str(path)]) == 0
 
 
+SECTIONS = """policy sections {
+  queue {
+    order pod.priority desc
+  }
+  preemption {
+    enabled = pod.priority > 5 && pod.preemptionPolicy != "Never"
+    victims = victim.priority < pod.priority
+  }
+  permit gang {
+    group = "group" in pod.labels ? pod.labels["group"] : ""
+    minMember = 1
+  }
+  filter Roomy {
+    expr = node.free["cpu"] >= pod.requests["cpu"]
+  }
+}
+"""
+
+
+def test_coverage_counts_queue_keys_preemption_and_permits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only filter and score rules (and the branches of rules, lets, match) were counted."""
+    (tmp_path / "sections.policy").write_text(SECTIONS)
+    low = {**_pod("low", "1"), "spec": {**_pod("low", "1")["spec"], "nodeName": "tiny", "priority": 0}}  # type: ignore[dict-item]
+    grouped = {**_pod("p", "1"), "metadata": {"name": "p", "namespace": "default", "labels": {"group": "g"}}}
+    urgent = {**_pod("urgent", "1"), "spec": {**_pod("urgent", "1")["spec"], "priority": 10}}  # type: ignore[dict-item]
+    suite = {
+        "apiVersion": "policyd.io/v1alpha1",
+        "kind": "PolicyTestSuite",
+        "policies": ["sections.policy"],
+        "nodes": [_node("tiny", "1")],
+        "cases": [
+            {"name": "fits", "pod": grouped, "expect": {"node": "tiny"}},
+            {"name": "preempts", "pod": urgent, "pods": [low], "expect": {"victims": ["default/low"]}},
+            {
+                "name": "order",
+                "queue": [_pod("a", "1"), urgent],
+                "expect": {"queueOrder": ["default/urgent", "default/a"]},
+            },
+        ],
+    }
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    assert main(["test", "-o", "json", "--coverage", str(path)]) == 0
+    (file,) = json.loads(capsys.readouterr().out)["coverage"]["files"]
+    items = {(r["kind"], r["name"]): (r["line"], r["evaluations"] > 0) for r in file["ruleDetail"]}
+    assert items == {
+        ("queue", "order 1"): (3, True),
+        ("preemption", "enabled"): (6, True),
+        ("preemption", "victims"): (7, True),
+        ("permit", "gang group"): (10, True),
+        ("permit", "gang minMember"): (11, True),
+        ("filter", "Roomy"): (13, True),
+    }
+    owners = {(b["owner"], b["condition"]) for b in file["branchDetail"]}
+    assert ("preemption enabled", 'pod.preemptionPolicy != "Never"') in owners
+    assert ("permit gang group", '"group" in pod.labels') in owners
+
+
 def test_min_coverage_out_of_range_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -208,5 +268,10 @@ def test_shipped_suites_evaluate_every_rule_of_the_shipped_policies(
         if r["evaluations"] == 0
     ]
     assert missing == [], "rules no shipped suite evaluates (add cases to policies/tests/)"
-    shipped = {p.resolve() for p in (root / "policies").rglob("*.policy")}
+    tests = root / "policies" / "tests"
+    shipped = {p.resolve() for p in (root / "policies").rglob("*.policy")} | {
+        p.resolve()
+        for p in (root / "policies").rglob("*.yaml")
+        if tests not in p.parents and "kind: SchedulingPolicy" in p.read_text()
+    }
     assert {Path(f["file"]) for f in coverage["files"]} == shipped  # every shipped policy has a suite
