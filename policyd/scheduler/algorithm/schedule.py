@@ -62,6 +62,8 @@ class ScheduleResult:
     # wall time of the filter and score phases (metrics: rule time per profile and phase)
     filter_seconds: float = 0.0
     score_seconds: float = 0.0
+    # the profile's policies that applied to the pod (explain mode only; None otherwise)
+    applied: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,10 +117,11 @@ class Algorithm:
         placing = _Placing(profile, evaluator, pod, snapshot)
         found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
         verdicts = self._verdicts(evaluator, snapshot, found) if explain else {}
+        applied = tuple(profile.policies[k] for k in evaluator.applied()) if explain else None
         filter_seconds = time.perf_counter() - t0
         if found.rows.size == 0:
             return ScheduleResult(
-                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds
+                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds, applied=applied
             )
         t0 = time.perf_counter()
         scores = self._prioritize(placing, cluster, found, explain)
@@ -132,6 +135,7 @@ class Algorithm:
             verdicts,
             filter_seconds,
             time.perf_counter() - t0,
+            applied,
         )
 
     def _feasible_nodes(

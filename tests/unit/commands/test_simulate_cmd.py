@@ -231,3 +231,34 @@ def test_explain_table_labels_rules_with_their_policy_and_shows_non_applying_one
     assert rows["beta/Other"] == ["n/a", "n/a"]
     assert rows["alpha/Free"] == ["(raw/norm/weighted)", "4000/4000/4000"]
     assert rows["beta/Free"] == ["(raw/norm/weighted)", "n/a"]
+
+
+GAMMA = """policy gamma {
+  match = pod.priority > 1000
+  score Seven {
+    expr = 7
+  }
+}
+"""
+
+
+def test_explain_shows_n_a_for_a_score_only_policy_whose_match_is_false(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A score-only policy has no filter verdicts to tell that it did not apply: its row read raw 0."""
+    (tmp_path / "a.policy").write_text(ALPHA)
+    (tmp_path / "c.policy").write_text(GAMMA)
+    cluster = write(tmp_path, [node("n1", "4"), node("n2", "1"), pod("p", "2")])
+    argv = ["explain", "--policies", str(tmp_path / "a.policy"), str(tmp_path / "c.policy")]
+    argv += ["--cluster", cluster, "--pod", "p"]
+    assert main(argv) == 0
+    rows = {
+        line.split()[1]: line.split()[2:]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith(("filter ", "score "))
+    }
+    assert rows["alpha/Free"] == ["(raw/norm/weighted)", "4000/4000/4000"]
+    assert rows["gamma/Seven"] == ["(raw/norm/weighted)", "n/a"]
+    assert main([*argv, "-o", "json"]) == 0
+    (attempt,) = json.loads(capsys.readouterr().out)["attempts"]
+    assert attempt["appliedPolicies"] == ["alpha"]
