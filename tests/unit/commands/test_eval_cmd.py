@@ -63,3 +63,16 @@ def test_batch_type_env_accepts_optional_types() -> None:
     assert evaluate_request({"expr": "o", "typeEnv": {"o": "optional_type(int, int)"}}) == {
         "error": "invalid type 'optional_type(int, int)'"
     }
+
+
+def test_a_bound_map_keeps_bool_and_int_keys_apart() -> None:
+    entries = [
+        {"key": {"int64Value": "1"}, "value": {"stringValue": "one"}},
+        {"key": {"boolValue": True}, "value": {"stringValue": "yes"}},
+    ]
+    request = {
+        "expr": "size(m) == 2 && m[1] == 'one' && m[true] == 'yes'",
+        "bindings": {"m": {"mapValue": {"entries": entries}}},
+    }
+    request["typeEnv"] = {"m": "map(dyn, string)"}
+    assert evaluate_request(request) == {"value": {"boolValue": True}, "type": "bool"}
