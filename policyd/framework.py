@@ -143,6 +143,10 @@ class PodEvaluator(Protocol):
         """From now on note whether node evaluations call the cluster functions."""
         ...
 
+    def applied(self) -> tuple[int, ...]:
+        """The policies that apply to the pod (their `match` holds), as indexes into the profile's `policies`."""
+        ...
+
     @property
     def cluster_called(self) -> bool:
         """True when a node evaluation called the cluster functions since `reset_cluster_called`."""

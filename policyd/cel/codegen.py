@@ -698,9 +698,11 @@ def generate_function(
     check: CheckResult | None,
     env: CelEnv,
     params: tuple[str, ...] | None = None,
+    probes: Mapping[int, Callable[[Any], Any]] | None = None,
 ) -> GeneratedFunction:
-    """The source of `def _cel(<params>)` evaluating `expr`; params default to the variables read."""
-    gen = _Generator(check, env, {}, "_c")
+    """The source of `def _cel(<params>)` evaluating `expr`; params default to the variables read
+    (`probes` as for `expression_source`)."""
+    gen = _Generator(check, env, {}, "_c", probes)
     if params:
         for p in params:
             gen._variable(p)

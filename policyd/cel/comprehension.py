@@ -43,7 +43,7 @@ def map_insert(accu: dict[Any, Any], key_or_entry: Any, *value: Any) -> dict[Any
             raise CelEvalError(f"unsupported key type: {rt.type_name(key)}")
         if rt.map_lookup(accu, key)[0]:
             raise CelEvalError(f"insert failed: key {key!r} already exists")
-        accu[key] = entry_value
+        accu = rt.map_with(accu, key, entry_value)
     return accu
 
 

@@ -84,6 +84,7 @@ MACRO_NAMES = frozenset(
         "transformMapEntry",
         "optMap",
         "optFlatMap",
+        "sortBy",
     }
 )
 # `cel.<name>(...)` calls the parser expands (the bindings and block extensions)
@@ -507,6 +508,10 @@ class CelTreeBuilder:
             if len(args) != 2:
                 return None
             return self._optional_map(name, target, self._macro_var(name, args[0], offset), args[1], offset)
+        if name == "sortBy":
+            if len(args) != 2:
+                return None
+            return self._sort_by(target, self._macro_var(name, args[0], offset), args[1], offset)
         arity = _MACRO_ARITY[name]
         if len(args) in arity.one_var:
             var = self._macro_var(name, args[0], offset)
@@ -625,6 +630,18 @@ class CelTreeBuilder:
             mapped = ast.Call("optional.of", (mapped,), offset=offset, id=self.next_id())
         none = ast.Call("optional.none", (), offset=offset, id=self.next_id())
         return ast.Call("_?_:_", (has_value, mapped, none), offset=offset, id=self.next_id())
+
+    def _sort_by(self, target: ast.Expr, var: str, key: ast.Expr, offset: int) -> ast.Expr:
+        """`l.sortBy(v, key)` (cel-go's lists extension): `@sortByAssociatedKeys(l, l.map(v, key))` with
+        `l` evaluated once (bound to a hidden variable, as cel-go's expansion does)."""
+        bound = "@__sortBy_input__"
+
+        def ident() -> ast.Ident:
+            return ast.Ident(bound, offset=offset, id=self.next_id())
+
+        keys = self._fold("map", ident(), var, "", [key], offset)
+        sort = ast.Call("@sortByAssociatedKeys", (ident(), keys), offset=offset, id=self.next_id())
+        return self._bind(bound, target, sort, offset)
 
     def _expand_cel(self, name: str, args: list[ast.Expr], offset: int) -> ast.Expr:
         """`cel.bind`, `cel.block`, `cel.index`, `cel.iterVar`, `cel.accuVar` (bindings and block extensions)."""

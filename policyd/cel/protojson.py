@@ -136,7 +136,7 @@ def from_json(value: Mapping[str, Any]) -> Any:
         if "mapValue" in value:
             out: dict[Any, Any] = {}
             for entry in (value["mapValue"] or {}).get("entries", []):
-                out[from_json(entry["key"])] = from_json(entry["value"])
+                out = rt.map_with(out, from_json(entry["key"]), from_json(entry["value"]))
             return out
         if "typeValue" in value:
             return TypeValue(str(value["typeValue"]))

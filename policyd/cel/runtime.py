@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from policyd.cel.types import (
@@ -519,11 +519,91 @@ def ge(a: Any, b: Any) -> bool:
 # -- containers ----------------------------------------------------------------------------------
 
 
+class _BoolKey:
+    """A bool key as a `CelMap` stores it: neither equal to nor hashed as the int 0 or 1."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _BoolKey and other.value is self.value
+
+    def __hash__(self) -> int:
+        return hash((_BoolKey, self.value))
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def _stored(key: Any) -> Any:
+    return _BoolKey(key) if type(key) is bool else key
+
+
+def _given(key: Any) -> Any:
+    return key.value if type(key) is _BoolKey else key
+
+
+class CelMap(dict[Any, Any]):
+    """A CEL map with bool keys: a Python dict conflates `True` with `1` (and `False` with `0`), CEL's
+    `{1: 'a', true: 'b'}` has two entries. The bool keys are stored as `_BoolKey`s and given back as
+    bools by iteration, `keys()`, `items()` and lookups, so every reader of a mapping sees CEL's keys.
+    Maps become one when a bool key is put in (`make_map`, `map_with`); other maps stay plain dicts.
+    """
+
+    def __init__(self, entries: Iterable[tuple[Any, Any]] = ()) -> None:
+        super().__init__((_stored(k), v) for k, v in entries)
+
+    def __iter__(self) -> Iterator[Any]:
+        return (_given(k) for k in dict.__iter__(self))
+
+    def keys(self) -> list[Any]:  # type: ignore[override]
+        """The keys, bools as bools."""
+        return list(self)
+
+    def items(self) -> list[tuple[Any, Any]]:  # type: ignore[override]
+        """The entries, bool keys as bools."""
+        return [(_given(k), v) for k, v in dict.items(self)]
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, _stored(key))
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, _stored(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        dict.__setitem__(self, _stored(key), value)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value of `key`, else `default`."""
+        return dict.get(self, _stored(key), default)
+
+    def copy(self) -> CelMap:
+        """A shallow copy."""
+        return CelMap(self.items())
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in self.items()) + "}"
+
+
+def map_with(m: dict[Any, Any], key: Any, value: Any) -> dict[Any, Any]:
+    """`m` with `key` set to `value` (in place); a plain dict given a bool key becomes a `CelMap`."""
+    if type(key) is bool and type(m) is not CelMap:
+        m = CelMap(m.items())
+    m[key] = value
+    return m
+
+
 def map_lookup(m: Mapping[Any, Any], key: Any) -> tuple[bool, Any]:
     """(found, value) for `key` in map `m`, with numeric key normalisation and bool kept apart."""
     tk = type(key)
     if tk is str:
         if key in m:
+            return True, m[key]
+        return False, None
+    if type(m) is CelMap and (tk is bool or tk is int or tk is UInt):
+        if key in m:  # bool keys are stored apart from ints: no ambiguity
             return True, m[key]
         return False, None
     if tk is bool:
@@ -656,15 +736,15 @@ def optional_index(container: Any, key: Any) -> OptionalValue:
 
 
 def make_map(entries: list[tuple[Any, Any]]) -> dict[Any, Any]:
-    """A map literal; duplicate keys and unsupported key types are errors."""
+    """A map literal; duplicate keys and unsupported key types are errors (bool keys: a `CelMap`)."""
     out: dict[Any, Any] = {}
     for k, v in entries:
         tk = type(k)
         if not (tk is str or tk is int or tk is bool or tk is UInt):
             raise CelEvalError(f"unsupported key type: {type_name(k)}")
-        if map_lookup(out, k)[0] or (tk is not bool and k in out):
-            raise CelEvalError(f"Failed with repeated key: {k}")
-        out[k] = v
+        if map_lookup(out, k)[0]:
+            raise CelEvalError(f"Failed with repeated key: {str(k).lower() if tk is bool else k}")
+        out = map_with(out, k, v)
     return out
 
 

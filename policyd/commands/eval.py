@@ -2,7 +2,7 @@
 
 Batch input lines: `{"expr": "...", "bindings": {"x": <cel.expr.Value protojson>}, "container": "...",
 "disableMacros": false}`; optional extensions: `"disableCheck": true` (skip the type checker) and
-`"typeEnv": {"x": "list(int)"}` (declared variable types; otherwise inferred from the bindings) and
+`"typeEnv": {"x": "list(int)"}` or `{"o": "optional_type(string)"}` (declared variable types; otherwise inferred from the bindings) and
 `"checkOnly": true` (type-check only: the answer is `{"type": ...}`).
 Output lines: `{"value": <cel.expr.Value protojson>}` or `{"error": "..."}`; a checked expression's
 answer also carries `"type"`, its checked type as CEL writes it (`list(int)`).
@@ -19,6 +19,7 @@ from typing import Any
 
 from policyd.cel import protojson as pj
 from policyd.cel.checker import format_type
+from policyd.cel.optional import optional_of
 from policyd.cel.program import compile_expression, standard_env
 from policyd.cel.types import (
     BOOL,
@@ -36,6 +37,7 @@ from policyd.cel.types import (
     ListType,
     MapType,
 )
+from policyd.cel.values import OPTIONAL_TYPE_NAME
 from policyd.errors import PolicydError
 
 _PRIMITIVES: dict[str, CelType] = {
@@ -58,7 +60,7 @@ _TOKEN = re.compile(r"\s*([A-Za-z_.][A-Za-z0-9_.]*|[(),])")
 
 
 def parse_type(text: str) -> CelType:
-    """`int`, `list(string)`, `map(string, dyn)` ... -> CelType; raises PolicydError."""
+    """`int`, `list(string)`, `map(string, dyn)`, `optional_type(int)` ... -> CelType; raises PolicydError."""
     tokens = _TOKEN.findall(text)
     pos = 0
 
@@ -68,7 +70,7 @@ def parse_type(text: str) -> CelType:
             raise PolicydError(f"invalid type {text!r}")
         name = tokens[pos]
         pos += 1
-        if name in ("list", "map") and pos < len(tokens) and tokens[pos] == "(":
+        if name in ("list", "map", OPTIONAL_TYPE_NAME) and pos < len(tokens) and tokens[pos] == "(":
             pos += 1
             args = [one()]
             while tokens[pos] == ",":
@@ -81,6 +83,8 @@ def parse_type(text: str) -> CelType:
                 return ListType(args[0])
             if name == "map" and len(args) == 2:
                 return MapType(args[0], args[1])
+            if name == OPTIONAL_TYPE_NAME and len(args) == 1:
+                return optional_of(args[0])
             raise PolicydError(f"invalid type {text!r}")
         if name in _PRIMITIVES:
             return _PRIMITIVES[name]
@@ -144,8 +148,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _display(v: Any) -> Any:
     from policyd.cel.runtime import format_double, to_string
-    from policyd.cel.values import Duration, Timestamp, TypeValue, UInt
+    from policyd.cel.values import Duration, OptionalValue, Timestamp, TypeValue, UInt
 
+    if isinstance(v, OptionalValue):
+        return f"optional.of({_display(v.value)})" if v.present else "optional.none()"
     if isinstance(v, UInt):
         return f"{int(v)}u"
     if isinstance(v, bool) or v is None or isinstance(v, int | str):

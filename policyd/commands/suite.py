@@ -16,22 +16,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
-from policyd import shipped
 from policyd.backends.cluster_file import cluster_objects
 from policyd.backends.simulated import SimulatedCluster
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
-from policyd.errors import Diagnostic, PolicydError, SourceSpan
+from policyd.errors import PolicydError
 from policyd.evaluation.coverage import CoverageCollector
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
+from policyd.policy.documents import check_document
 from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.objects import pod_info
 from policyd.scheduler.queue import QueueConfig, SchedulingQueue
 
+SUITE_KIND = "PolicyTestSuite"
 PASS = "pass"
 SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
 
@@ -82,62 +82,25 @@ class CaseCluster:
         return [*self.nodes, *self.storage, *self.pdbs, *self.pods]
 
 
-def _schema() -> dict[str, Any]:
-    return shipped.schema("policytest")
-
-
 def load_suite(path: Path) -> dict[str, Any]:
-    """Read and validate a suite file; raises SuiteError (schema errors name file, line and column)."""
+    """Read and validate a suite file; raises SuiteError (schema errors name file, line and column).
+
+    The check is `policyd lint`'s (`policyd.policy.documents.check_document`): every schema error is
+    reported at the YAML node it concerns.
+    """
     try:
         text = path.read_text()
-        data = yaml.safe_load(text)
-    except (OSError, yaml.YAMLError) as exc:
+        diagnostics = check_document(str(path), text)
+    except OSError as exc:
         raise SuiteError(f"{path}: {exc}") from exc
-    check_suite_document(str(path), text, data)
-    return data  # type: ignore[no-any-return]
-
-
-def check_suite_document(file: str, text: str, data: Any) -> None:
-    """Validate a parsed suite against the PolicyTestSuite schema; raises SuiteError at the offending line."""
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(_schema()).iter_errors(data))
-    if error is None:
-        return
-    where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-    path = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        known = error.schema.get("properties", {})
-        path += [next(k for k in error.instance if k not in known)]  # point at the unexpected key
-    mark = _yaml_mark(text, path)
-    span = SourceSpan(file, mark.line + 1, mark.column + 1) if mark is not None else SourceSpan(file)
-    lines = text.splitlines()
-    source_line = lines[span.line - 1] if mark is not None and span.line <= len(lines) else None
-    diagnostic = Diagnostic("error", f"{where}: {error.message}", span, "schema", source_line)
-    raise SuiteError(diagnostic.format())
-
-
-def _yaml_mark(text: str, path: list[Any]) -> yaml.Mark | None:
-    """Where the YAML node at `path` starts (a last key: the key itself), else the deepest node on the way."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    if node is None:
-        return None
-    for depth, part in enumerate(path):
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            entry = next(
-                (kv for kv in node.value if isinstance(kv[0], yaml.ScalarNode) and kv[0].value == str(part)),
-                None,
-            )
-            if entry is not None:
-                child = entry[0] if depth == len(path) - 1 else entry[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            child = node.value[part]
-        if child is None:
-            break
-        node = child
-    return node.start_mark  # type: ignore[no-any-return]
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if errors:
+        raise SuiteError("\n".join(d.format() for d in errors))
+    found = [d for d in yaml.safe_load_all(text) if d is not None]  # valid YAML: check_document read it
+    kinds = [d.get("kind") if isinstance(d, dict) else None for d in found]
+    if kinds != [SUITE_KIND]:
+        raise SuiteError(f"{path}: a suite file holds one {SUITE_KIND} document (found kinds {kinds})")
+    return found[0]  # type: ignore[no-any-return]
 
 
 def case_profile(

@@ -31,6 +31,7 @@ from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
 from policyd.cel.walk import Bound, Scoped, is_field_of, is_free, scoped_children, walk
 from policyd.compiler import lowering
 from policyd.compiler.probes import conditions
+from policyd.errors import SourceSpan
 from policyd.evaluation.code import UNSET, LetError
 from policyd.evaluation.coverage import BranchProbe, CoverageCollector, RuleKind, RuleProbe
 from policyd.evaluation.plans import PolicyPlan
@@ -225,25 +226,15 @@ class _PolicyGenerator:
     def branch_probes(self, expr: ir.Expression) -> dict[int, Callable[[Any], Any]]:
         """Syntax node id -> the coverage recorder of each branch condition of `expr`."""
         assert self.coverage is not None
-        out: dict[int, Callable[[Any], Any]] = {}
-        owner = self.owner(expr)
-        for cond in conditions(expr):
-            span = expr.source.span(cond.offset)
-            probe = BranchProbe(
-                span.file, span.line, span.column, self.policy.name.value, owner, cond.point, cond.text
-            )
-            out[cond.node.id] = self.coverage.branch(probe)
-        return out
+        return branch_recorders(self.coverage, self.policy, expr, self.owner(expr))
 
     def rule_probe(self, w: _Writer, kind: RuleKind, name: ir.Name) -> None:
         """Emit the coverage probe of evaluating rule `name` (nothing without a collector)."""
         if self.coverage is None:
             return
-        span = name.span
-        probe = RuleProbe(span.file, span.line, span.column, self.policy.name.value, kind, name.value)
         self.counter += 1
         global_name = f"_cov{self.counter}"
-        self.globals[global_name] = self.coverage.rule(probe)
+        self.globals[global_name] = rule_recorder(self.coverage, self.policy, kind, name.value, name.span)
         w.line(f"{global_name}()")
 
     def ensure_lets(self, w: _Writer, names: list[str], done: set[str]) -> None:
@@ -476,6 +467,27 @@ class _PolicyGenerator:
             pod_let_slots={name: i for name, (table, i) in self.slot.items() if table == "P"},
             instrumented=self.coverage is not None,
         )
+
+
+def branch_recorders(
+    coverage: CoverageCollector, policy: ir.Policy, expr: ir.Expression, owner: str
+) -> dict[int, Callable[[Any], Any]]:
+    """Syntax node id -> the coverage recorder of each branch condition of `expr` (part of `owner`)."""
+    out: dict[int, Callable[[Any], Any]] = {}
+    for cond in conditions(expr):
+        span = expr.source.span(cond.offset)
+        probe = BranchProbe(
+            span.file, span.line, span.column, policy.name.value, owner, cond.point, cond.text
+        )
+        out[cond.node.id] = coverage.branch(probe)
+    return out
+
+
+def rule_recorder(
+    coverage: CoverageCollector, policy: ir.Policy, kind: RuleKind, name: str, span: SourceSpan
+) -> Callable[[], None]:
+    """The coverage recorder of one evaluable item of `policy` (a rule, queue key, ...) written at `span`."""
+    return coverage.rule(RuleProbe(span.file, span.line, span.column, policy.name.value, kind, name))
 
 
 def rule_ref(policy: ir.Policy, name: ir.Name) -> pl.RuleRef:

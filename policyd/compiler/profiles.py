@@ -16,10 +16,10 @@ from typing import Any
 from policyd import framework as pl
 from policyd.cel.codegen import generate_function
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
-from policyd.compiler.codegen import PolicyCode, compile_policy, rule_ref
+from policyd.compiler.codegen import PolicyCode, branch_recorders, compile_policy, rule_recorder, rule_ref
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.evaluation.code import LAST, descending
-from policyd.evaluation.coverage import CoverageCollector
+from policyd.evaluation.coverage import CoverageCollector, RuleKind
 from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_expression
@@ -70,9 +70,37 @@ def events_for_reads(reads: frozenset[str]) -> frozenset[str]:
     return frozenset(out) if out else pl.ALL_EVENTS
 
 
-def _function(checked: CheckedExpression, params: tuple[str, ...]) -> Callable[..., Any]:
+def _function(
+    checked: CheckedExpression,
+    params: tuple[str, ...],
+    probes: Mapping[int, Callable[[Any], Any]] | None = None,
+) -> Callable[..., Any]:
     """A single compiled CEL function of a checked expression (positional `params`)."""
-    return generate_function(checked.ast, checked.result, checked.env, params).compile()
+    return generate_function(checked.ast, checked.result, checked.env, params, probes).compile()
+
+
+def _section_function(
+    owner: CheckedPolicy,
+    expr: ir.Expression,
+    params: tuple[str, ...],
+    coverage: CoverageCollector | None,
+    item: tuple[RuleKind, str],
+) -> Callable[..., Any]:
+    """The compiled function of a section expression of `owner` (a queue key, preemption, a permit);
+    with `coverage`, each call counts as an evaluation of `item` (kind, name) and its branch
+    conditions are probed."""
+    if coverage is None:
+        return _function(owner.of(expr), params)
+    kind, name = item
+    probes = branch_recorders(coverage, owner.policy, expr, f"{kind} {name}")
+    fn = _function(owner.of(expr), params, probes)
+    evaluated = rule_recorder(coverage, owner.policy, kind, name, expr.span)
+
+    def counted(*args: Any) -> Any:
+        evaluated()
+        return fn(*args)
+
+    return counted
 
 
 @dataclass
@@ -141,7 +169,9 @@ class _Profile:
         return self.wake.get(rule, pl.ALL_EVENTS)
 
 
-def _queue_function(owner: CheckedPolicy | None) -> Callable[[pl.CelObject], tuple[Any, ...]]:
+def _queue_function(
+    owner: CheckedPolicy | None, coverage: CoverageCollector | None = None
+) -> Callable[[pl.CelObject], tuple[Any, ...]]:
     queue = owner.policy.queue if owner is not None else None
     if owner is None or queue is None:
 
@@ -149,7 +179,10 @@ def _queue_function(owner: CheckedPolicy | None) -> Callable[[pl.CelObject], tup
             return (-int(pod.get("priority") or 0),)
 
         return priority_sort
-    keys = [(_function(owner.of(k.expr), ("pod",)), k.direction == "desc") for k in queue.keys]
+    keys = [
+        (_section_function(owner, k.expr, ("pod",), coverage, ("queue", f"order {i}")), k.direction == "desc")
+        for i, k in enumerate(queue.keys, 1)
+    ]
 
     def key(pod: pl.CelObject) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -169,18 +202,18 @@ _DEFAULT_ENABLED = 'pod.preemptionPolicy != "Never"'
 _DEFAULT_VICTIMS = "victim.priority < pod.priority"
 
 
-def _preemption(owner: CheckedPolicy | None) -> pl.PreemptionSpec:
+def _preemption(owner: CheckedPolicy | None, coverage: CoverageCollector | None = None) -> pl.PreemptionSpec:
     section = owner.policy.preemption if owner is not None else None
     if owner is not None and section is not None and section.enabled is not None:
-        enabled = owner.of(section.enabled)
+        may = _section_function(owner, section.enabled, ("pod",), coverage, ("preemption", "enabled"))
     else:
-        enabled = default_expression(_DEFAULT_ENABLED, Context.PREEMPT_ENABLED)
+        may = _function(default_expression(_DEFAULT_ENABLED, Context.PREEMPT_ENABLED), ("pod",))
     if owner is not None and section is not None and section.victims is not None:
-        victims = owner.of(section.victims)
+        victim = _section_function(
+            owner, section.victims, ("pod", "victim"), coverage, ("preemption", "victims")
+        )
     else:
-        victims = default_expression(_DEFAULT_VICTIMS, Context.VICTIMS)
-    may = _function(enabled, ("pod",))
-    victim = _function(victims, ("pod", "victim"))
+        victim = _function(default_expression(_DEFAULT_VICTIMS, Context.VICTIMS), ("pod", "victim"))
 
     def may_preempt(pod: pl.CelObject) -> bool:
         try:
@@ -197,9 +230,14 @@ def _preemption(owner: CheckedPolicy | None) -> pl.PreemptionSpec:
     return pl.PreemptionSpec(may_preempt, eligible_victim, section.honor_pdb if section is not None else True)
 
 
-def _permit(checked: CheckedPolicy, permit: ir.Permit) -> pl.PermitSpec:
-    group_fn = _function(checked.of(permit.group), ("pod",))
-    min_fn = _function(checked.of(permit.min_member), ("pod",))
+def _permit(
+    checked: CheckedPolicy, permit: ir.Permit, coverage: CoverageCollector | None = None
+) -> pl.PermitSpec:
+    name = permit.name.value
+    group_fn = _section_function(checked, permit.group, ("pod",), coverage, ("permit", f"{name} group"))
+    min_fn = _section_function(
+        checked, permit.min_member, ("pod",), coverage, ("permit", f"{name} minMember")
+    )
     timeout = DEFAULT_PERMIT_TIMEOUT
     if permit.timeout is not None:
         constant = checked.of(permit.timeout)
@@ -256,9 +294,9 @@ def compile_effective(
         compiled[name] = _Profile(
             scheduler_name=name,
             codes=tuple(compile_policy(c, coverage) for c in layers),
-            preemption=_preemption(effective.preemption_owner),
-            permits=tuple(_permit(c, permit) for c in layers for permit in c.policy.permits),
-            queue_fn=_queue_function(effective.queue_owner),
+            preemption=_preemption(effective.preemption_owner, coverage),
+            permits=tuple(_permit(c, permit, coverage) for c in layers for permit in c.policy.permits),
+            queue_fn=_queue_function(effective.queue_owner, coverage),
         )
     policies = [c.policy for c in checked]
     files = tuple(sorted({p.file for p in policies}))

@@ -2,10 +2,13 @@
 
 Instrumented generated code (`policyd.compiler.codegen.compile_policy(..., coverage=collector)`)
 registers a probe per filter and score rule and per branch condition when it is generated, and calls
-the probe's recorder whenever it runs:
+the probe's recorder whenever it runs; the profile compiler (`policyd.compiler.profiles`) does the same
+for the sections a policy writes itself: each queue key, preemption's `enabled` and `victims`, and each
+permit's `group` and `minMember` (kube-scheduler's defaults that a policy leaves out are not counted):
 
-- a **rule** is covered when it was evaluated at least once (on some node, for some pod): its verdict
-  (filters) or raw score (scores) was computed, an evaluation error included;
+- a **rule** (in reports, any of these items: kind `filter`, `score`, `queue`, `preemption` or
+  `permit`) is covered when it was evaluated at least once (on some node, for some pod): its verdict
+  (filters), raw score (scores) or value (sections) was computed, an evaluation error included;
 - a **branch condition** is the condition of a ternary `c ? a : b` or an operand of a chain of `&&` or
   `||` (`a && b && c` has the three conditions `a`, `b`, `c`); it has two outcomes, true and false,
   and each counts as covered when the condition evaluated to it at least once (an error is neither).
@@ -21,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-RuleKind = Literal["filter", "score"]
+RuleKind = Literal["filter", "score", "queue", "preemption", "permit"]
 BranchPoint = Literal["?:", "&&", "||"]
 
 
 @dataclass(frozen=True)
 class RuleProbe:
-    """A filter or score rule, where it is written."""
+    """A filter or score rule, or a section expression (queue key, preemption, permit), where it is written."""
 
     file: str
     line: int

@@ -91,6 +91,10 @@ class GeneratedEvaluator:
                 values.extend(pod_slots[i] for i in code.score_pod_slots)
         return tuple(values)
 
+    def applied(self) -> tuple[int, ...]:
+        """Indexes into the profile's policies of those whose `match` holds for the pod."""
+        return tuple(k for k, _, _ in self.parts)
+
     def track_cluster(self) -> None:
         """From now on node evaluations see the cluster functions through `ClusterCalls`."""
         self.cluster = self.calls

@@ -190,7 +190,12 @@ def _check_file(name: str, text: str) -> _CheckedFile:
 
 
 def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
-    """Cross-policy checks: duplicate policy names (sections and overrides: `composition.compose`)."""
+    """Cross-policy checks: duplicate policy names (sections and overrides: `composition.compose`).
+
+    A policy name is unique across every loaded source, not only within a profile's: it names the
+    policy in `extends`, in `POLICY/RULE` references, in explanations, events and metrics, so it must
+    mean one policy whatever profile reads it (docs/LANGUAGE.md, "Names").
+    """
     out: list[Diagnostic] = []
     names: dict[str, ir.Policy] = {}
     for policy in policies:
@@ -199,7 +204,8 @@ def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:
             out.append(
                 policy.name.diagnostic(
                     "error",
-                    f"duplicate policy name {policy.name.value!r} (first defined at {first.span})",
+                    f"duplicate policy name {policy.name.value!r} (first defined at {first.span}); "
+                    "policy names are unique across all loaded sources, whichever profiles use them",
                     "duplicate-policy",
                 )
             )

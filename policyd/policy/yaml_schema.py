@@ -50,6 +50,43 @@ def documents(source: SourceFile, diagnostics: list[Diagnostic]) -> Iterator[tup
         loader.dispose()
 
 
+def _names(values: Sequence[Any], conjunction: str = "or") -> str:
+    quoted = [repr(v) for v in values]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} {conjunction} {quoted[-1]}"
+
+
+def _explained(error: jsonschema.ValidationError) -> tuple[jsonschema.ValidationError, str]:
+    """The error to report and its message: a `oneOf`/`anyOf` names the real problem.
+
+    jsonschema says only "not valid under any of the given schemas". When the branches are
+    alternatives of required keys, the message names the keys; when every branch rejects the value's
+    type, it names the types; otherwise the error of the best-matching branch whose type fits the value
+    (jsonschema's `best_match` relevance) is reported in its place, at its own, deeper, path.
+    """
+    while error.validator in ("oneOf", "anyOf") and isinstance(error.validator_value, list):
+        branches = error.validator_value
+        if all(isinstance(b, dict) and set(b) == {"required"} for b in branches):
+            keys = [k for b in branches for k in b["required"]]
+            present = [k for k in keys if isinstance(error.instance, dict) and k in error.instance]
+            if len(present) > 1:
+                return error, f"has both {_names(present, 'and')}: give only one"
+            return error, f"needs one of {_names(keys)}"
+        if not error.context:  # a oneOf that more than one branch accepts
+            return error, error.message
+        direct = [e for e in error.context if not e.relative_path]
+        if direct and all(e.validator == "type" for e in direct) and len(direct) == len(branches):
+            types = [
+                t
+                for e in direct
+                for t in ([e.validator_value] if isinstance(e.validator_value, str) else e.validator_value)
+            ]
+            return error, f"{error.instance!r} is not of type {_names(types)}"
+        wrong_type = {e.relative_schema_path[0] for e in direct if e.validator == "type"}
+        fitting = [e for e in error.context if e.relative_schema_path[0] not in wrong_type]
+        error = jsonschema.exceptions.best_match(fitting or error.context) or error
+    return error, error.message
+
+
 class SchemaDocument:
     """One composed YAML document and the diagnostics found in it, reported at its nodes."""
 
@@ -117,7 +154,8 @@ class SchemaDocument:
         """Validate against a schema; True when the document is valid."""
         errors = list(validator.iter_errors(data))
         first = len(self.diagnostics)
-        for error in errors:
+        for found in errors:
+            error, message_text = _explained(found)
             path = list(error.absolute_path)
             node, key = self.node_at(path)
             where = _path_text(path)
@@ -130,12 +168,10 @@ class SchemaDocument:
                     message = f"{where}: unknown field {extra!r} (allowed: {names})"
                     self.error_at(target, message, "schema")
                 continue
-            if error.validator == "required":
-                message = f"{where}: {error.message}"
-                self.error_at(key or node, message, "schema")
-                continue
-            message = f"{where}: {error.message}"
-            self.error_at(node, message, "schema")
+            target = (
+                (key or node) if error.validator == "required" else node
+            )  # a missing field: its parent's key
+            self.error_at(target, f"{where}: {message_text}", "schema")
         self.diagnostics[first:] = sorted(
             self.diagnostics[first:], key=lambda d: (d.span.line, d.span.column)
         )

@@ -147,6 +147,8 @@ class Attempt:
     failures: Mapping[str, FilterFailure] = field(default_factory=dict)
     filter_results: Mapping[str, Sequence[FilterResult]] = field(default_factory=dict)
     scores: ScoreTable = NO_SCORES
+    # the policies of the profile whose `match` held for the pod (recorded in explain mode)
+    applied: tuple[str, ...] | None = None
     _records: list[NodeRecord] | None = field(default=None, repr=False)
 
     @property
@@ -178,6 +180,7 @@ class Attempt:
             "message": self.message,
             "nominatedNode": self.nominated_node,
             "victims": list(self.victims),
+            "appliedPolicies": None if self.applied is None else list(self.applied),
             "nodes": [n.to_json() for n in self.nodes],
         }
 
@@ -252,8 +255,9 @@ class AttemptLog:
 def explain_table(attempt: Attempt) -> str:
     """A per-rule (rows), per-node (columns) text table of one attempt; failure reasons as footnotes.
 
-    Rows are labelled `policy/rule` (two policies may name a rule alike); with every verdict recorded
-    (explain mode), the rules of a policy whose `match` is false for the pod read `n/a`.
+    Rows are labelled `policy/rule` (two policies may name a rule alike); with the applied policies
+    recorded (explain mode), the rules of a policy whose `match` is false for the pod read `n/a`, its
+    score rules included (they were not evaluated: no raw 0).
     """
     notes: dict[str, int] = {}
 
@@ -261,9 +265,11 @@ def explain_table(attempt: Attempt) -> str:
         text = "; ".join(reasons)
         return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
 
-    verdicts = [rec for rec in attempt.nodes if rec.results]
-    applying = {r.rule.policy for rec in verdicts for r in rec.results}
-    not_applying = {f.policy for f in attempt.filter_rules if verdicts and f.policy not in applying}
+    applied = set(attempt.applied or ())
+    rules = (*attempt.filter_rules, *attempt.score_rules)
+    not_applying = (
+        {r.policy for r in rules if r.policy not in applied} if attempt.applied is not None else set()
+    )
     rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]
     for ref in attempt.filter_rules:
         row = [f"filter {_rule_name(ref)}"]

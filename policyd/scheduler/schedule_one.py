@@ -108,6 +108,7 @@ class SchedulingCycle(EventHandlers):
         attempt.node_names = snapshot.names()
         attempt.failures = result.failures
         attempt.filter_results = result.all_results
+        attempt.applied = result.applied
         if self.options.explain:  # the attempt log holds the scores only where they are shown
             attempt.scores = result.scores
         if result.node is None:

@@ -149,7 +149,13 @@ def list_functions() -> dict[str, FunctionDecl]:
         FunctionDecl(
             "@sortByAssociatedKeys",
             tuple(
-                _m(f"list_{n}_sortByAssociatedKeys", (LIST_T, ListType(t)), LIST_T, sort_by_associated_keys)
+                # a global function, as cel-go declares it (the `sortBy` macro calls it so)
+                Overload(
+                    f"list_{n}_sortByAssociatedKeys",
+                    (LIST_T, ListType(t)),
+                    LIST_T,
+                    impl=sort_by_associated_keys,
+                )
                 for n, t in COMPARABLE
             ),
         ),

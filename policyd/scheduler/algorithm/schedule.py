@@ -72,6 +72,8 @@ class ScheduleResult:
     # wall time of the filter and score phases (metrics: rule time per profile and phase)
     filter_seconds: float = 0.0
     score_seconds: float = 0.0
+    # the profile's policies that applied to the pod (explain mode only; None otherwise)
+    applied: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,10 +129,11 @@ class Algorithm:
         placing = _Placing(profile, evaluator, pod, snapshot, nominated_evaluator(profile, pod, cluster))
         found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
         verdicts = self._verdicts(placing, found, nominated) if explain else {}
+        applied = tuple(profile.policies[k] for k in evaluator.applied()) if explain else None
         filter_seconds = time.perf_counter() - t0
         if found.rows.size == 0:
             return ScheduleResult(
-                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds
+                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds, applied=applied
             )
         t0 = time.perf_counter()
         scores = self._prioritize(placing, cluster, found, explain)
@@ -144,6 +147,7 @@ class Algorithm:
             verdicts,
             filter_seconds,
             time.perf_counter() - t0,
+            applied,
         )
 
     def _feasible_nodes(

@@ -221,3 +221,31 @@ def test_null_value_enum_constant_is_an_int_resolved_through_the_container() -> 
     assert compile_expression("Value{null_value: NullValue.NULL_VALUE} == null", env).evaluate({}) is True
     with pytest.raises(CelError, match="undeclared reference"):
         compile_expression("NullValue.NULL_VALUE", standard_env())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "size({1: 'a', true: 'b'}) == 2",
+        "size({0: 'a', false: 'b', 1: 'c', true: 'd'}) == 4",
+        "{1: 'a', true: 'b'}[1] == 'a' && {1: 'a', true: 'b'}[true] == 'b'",
+        "{0: 'a', false: 'b'}[false] == 'b' && {0: 'a', false: 'b'}[0.0] == 'a'",
+        "!(true in {1: 'a'}.map(k, dyn(k))) && !(dyn(1) in {true: 'a'})",
+        "{true: 1, 1: 2} == {1: 2, true: 1}",
+        "dyn({true: 1}) != dyn({1: 1})",
+        "{1: 'a', true: 'b'}.map(k, k) == [1, true]",
+        "[1, 2].transformMap(i, v, v) == {0: 1, 1: 2} && {1: 'a', true: 'b'}.transformMap(k, v, v + '!')[true] == 'b!'",
+        "{1: 'a', true: 'b'}[?true] == optional.of('b')",
+        "'%s'.format([{1: 'value1', uint(2): 'value2', true: double('NaN')}]) == '{1: value1, 2: value2, true: NaN}'",
+    ],
+)
+def test_bool_and_int_map_keys_never_collide(text: str) -> None:
+    """Python's dict conflated `true` with `1`: `{1: 'a', true: 'b'}` had one entry."""
+    assert ev(text) is True
+
+
+def test_repeated_bool_key_is_an_error() -> None:
+    with pytest.raises(CelEvalError, match="repeated key: true"):
+        ev("{true: 1, true: 2}")
+    with pytest.raises(CelEvalError, match="already exists"):
+        ev("[true, true].transformMapEntry(i, v, {v: i})")

@@ -6,7 +6,7 @@ import pytest
 
 from policyd.cel.ext.lists import sort_by_associated_keys
 from policyd.cel.program import CelCompileError, compile_expression, library_functions
-from policyd.errors import CelEvalError
+from policyd.errors import CelError, CelEvalError
 from tests.unit.cel.library_cases import ENV, ev
 
 
@@ -106,3 +106,38 @@ def test_first_and_last_are_optional() -> None:
     assert ev("xs.first().hasValue()", xs=[]) is False
     assert ev("xs.last().orValue(7)", xs=[]) == 7
     assert str(compile_expression("[1, 2].first()", ENV).type) == "optional_type(int)"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [  # cel-go's lists_test.go
+        "[].sortBy(e, e) == []",
+        "['a'].sortBy(e, e) == ['a']",
+        "[-3, 1, -5, -2, 4].sortBy(e, -(e * e)) == [-5, 4, -3, -2, 1]",
+        "[-3, 1, -5, -2, 4].map(e, e * 2).sortBy(e, -(e * e)) == [-10, 8, -6, -4, 2]",
+        "lists.range(3).sortBy(e, -e) == [2, 1, 0]",
+        "['a', 'c', 'b', 'first'].sortBy(e, e == 'first' ? '' : e) == ['first', 'a', 'b', 'c']",
+        "[{'name': 'foo', 'score': 0}, {'name': 'bar', 'score': -10}, {'name': 'baz', 'score': 1000}]"
+        ".sortBy(e, e.score).map(e, e.name) == ['bar', 'foo', 'baz']",
+        "cel.bind(l, [3, 1, 2], l.sortBy(x, x)) == [1, 2, 3]",
+    ],
+)
+def test_sort_by_macro(text: str) -> None:
+    assert ev(text) is True
+
+
+def test_sort_by_evaluates_its_list_once_and_checks_its_keys() -> None:
+    """`l.sortBy(v, key)` is `@sortByAssociatedKeys(l, l.map(v, key))` with `l` bound once."""
+    from policyd.cel import syntax as ast
+    from policyd.cel.parser import parse_cel
+    from policyd.cel.walk import nodes
+
+    tree = parse_cel("[3, 1, 2].sortBy(x, x)")
+    assert isinstance(tree, ast.Comprehension) and tree.accu_var == "@__sortBy_input__"
+    assert sum(isinstance(n, ast.CreateList) and len(n.elements) == 3 for n in nodes(tree)) == 1
+    with pytest.raises(CelError, match="argument is not an identifier in sortBy"):
+        parse_cel("[1].sortBy(1, 2)")
+    with pytest.raises(CelCompileError, match="no matching overload for '@sortByAssociatedKeys'"):
+        compile_expression("[1].sortBy(x, [x])", ENV)
+    with pytest.raises(CelEvalError, match="must have the same type"):
+        ev("[1, 2].sortBy(x, dyn(x == 1 ? 'a' : 2))")

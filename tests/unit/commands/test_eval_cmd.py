@@ -34,3 +34,45 @@ def test_batch_cli_never_crashes(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     assert out[0] == {"value": {"doubleValue": 3.5}, "type": "double"}
     assert "error" in out[1]
     assert out[2]["value"]["objectValue"]["value"] == "1970-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("expr", "shown"),
+    [
+        ("optional.of('x')", 'optional.of("x")'),
+        ("optional.none()", "optional.none()"),
+        ("[optional.of(1u)]", "[optional.of(1u)]"),
+        ("{'a': optional.of(duration('1s'))}", '{"a": optional.of(duration("1s"))}'),
+    ],
+)
+def test_eval_prints_optional_values_as_cel(
+    expr: str, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", expr]) == 0
+    assert capsys.readouterr().out == shown + "\n"
+
+
+def test_batch_type_env_accepts_optional_types() -> None:
+    assert evaluate_request(
+        {"expr": "o.orValue('d')", "typeEnv": {"o": "optional_type(string)"}, "checkOnly": True}
+    ) == {"type": "string"}
+    found = evaluate_request(
+        {"expr": "o.value()", "typeEnv": {"o": "optional_type(list(int))"}, "checkOnly": True}
+    )
+    assert found == {"type": "list(int)"}
+    assert evaluate_request({"expr": "o", "typeEnv": {"o": "optional_type(int, int)"}}) == {
+        "error": "invalid type 'optional_type(int, int)'"
+    }
+
+
+def test_a_bound_map_keeps_bool_and_int_keys_apart() -> None:
+    entries = [
+        {"key": {"int64Value": "1"}, "value": {"stringValue": "one"}},
+        {"key": {"boolValue": True}, "value": {"stringValue": "yes"}},
+    ]
+    request = {
+        "expr": "size(m) == 2 && m[1] == 'one' && m[true] == 'yes'",
+        "bindings": {"m": {"mapValue": {"entries": entries}}},
+    }
+    request["typeEnv"] = {"m": "map(dyn, string)"}
+    assert evaluate_request(request) == {"value": {"boolValue": True}, "type": "bool"}

@@ -121,6 +121,66 @@ def test_coverage_json_and_minimum(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["test", "-q", "--min-coverage", "71", str(path)]) == 0
 
 
+SECTIONS = """policy sections {
+  queue {
+    order pod.priority desc
+  }
+  preemption {
+    enabled = pod.priority > 5 && pod.preemptionPolicy != "Never"
+    victims = victim.priority < pod.priority
+  }
+  permit gang {
+    group = "group" in pod.labels ? pod.labels["group"] : ""
+    minMember = 1
+  }
+  filter Roomy {
+    expr = node.free["cpu"] >= pod.requests["cpu"]
+  }
+}
+"""
+
+
+def test_coverage_counts_queue_keys_preemption_and_permits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only filter and score rules (and the branches of rules, lets, match) were counted."""
+    (tmp_path / "sections.policy").write_text(SECTIONS)
+    low = {**_pod("low", "1"), "spec": {**_pod("low", "1")["spec"], "nodeName": "tiny", "priority": 0}}  # type: ignore[dict-item]
+    grouped = {**_pod("p", "1"), "metadata": {"name": "p", "namespace": "default", "labels": {"group": "g"}}}
+    urgent = {**_pod("urgent", "1"), "spec": {**_pod("urgent", "1")["spec"], "priority": 10}}  # type: ignore[dict-item]
+    suite = {
+        "apiVersion": "policyd.io/v1alpha1",
+        "kind": "PolicyTestSuite",
+        "policies": ["sections.policy"],
+        "nodes": [_node("tiny", "1")],
+        "cases": [
+            {"name": "fits", "pod": grouped, "expect": {"node": "tiny"}},
+            {"name": "preempts", "pod": urgent, "pods": [low], "expect": {"victims": ["default/low"]}},
+            {
+                "name": "order",
+                "queue": [_pod("a", "1"), urgent],
+                "expect": {"queueOrder": ["default/urgent", "default/a"]},
+            },
+        ],
+    }
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite))
+    assert main(["test", "-o", "json", "--coverage", str(path)]) == 0
+    (file,) = json.loads(capsys.readouterr().out)["coverage"]["files"]
+    items = {(r["kind"], r["name"]): (r["line"], r["evaluations"] > 0) for r in file["ruleDetail"]}
+    assert items == {
+        ("queue", "order 1"): (3, True),
+        ("preemption", "enabled"): (6, True),
+        ("preemption", "victims"): (7, True),
+        ("permit", "gang group"): (10, True),
+        ("permit", "gang minMember"): (11, True),
+        ("filter", "Roomy"): (13, True),
+    }
+    owners = {(b["owner"], b["condition"]) for b in file["branchDetail"]}
+    assert ("preemption enabled", 'pod.preemptionPolicy != "Never"') in owners
+    assert ("permit gang group", '"group" in pod.labels') in owners
+
+
 def test_min_coverage_out_of_range_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -135,10 +195,10 @@ def test_min_coverage_out_of_range_is_a_usage_error(
         (
             "node: big",
             "node: big\n    nodee: big",
-            "5: error: cases/0/expect: Additional properties are not allowed",
+            "5: error: cases[0].expect: unknown field 'nodee' (allowed: filter, scoreOrder, node, victims,",
         ),
-        # a value of the wrong type: at its key
-        ("  name: wrong", "  name: [1, 2]", "3: error: cases/1/name:"),
+        # a value of the wrong type: at the value
+        ("  name: wrong", "  name: [1, 2]", "9: error: cases[1].name: [1, 2] is not of type 'string'"),
     ],
     ids=["unexpected-key", "wrong-type"],
 )
@@ -156,6 +216,44 @@ def test_schema_error_points_at_the_line_of_the_test_file(
     assert f"{bad}\n" in err  # the source line, then a caret under the column
 
 
+def test_every_schema_error_is_reported_and_a_one_of_names_the_real_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policyd test` checks a suite as `policyd lint` does: every error, each at its node; a case's
+    `oneOf` (pod or queue) and an expectation's (a reason or a list) no longer say only "not valid
+    under any of the given schemas"."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        "apiVersion: policyd.io/v1alpha1\n"
+        "kind: PolicyTestSuite\n"
+        "policies: [small.policy]\n"
+        "cases:\n"
+        "  - name: neither\n"
+        "    expect: {node: big}\n"
+        "  - name: both\n"
+        "    pod: {metadata: {name: p}}\n"
+        "    queue: [{metadata: {name: q}}]\n"
+        "    expect: {node: big}\n"
+        "  - name: bad reasons\n"
+        "    pod: {metadata: {name: p}}\n"
+        "    expect: {filter: {big: 3, tiny: []}}\n"
+    )
+    assert main(["test", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "valid under" not in err
+    assert f"{path}:5:5: error: cases[0]: needs one of 'pod' or 'queue'" in err
+    assert f"{path}:7:5: error: cases[1]: has both 'pod' and 'queue': give only one" in err
+    assert f"{path}:13:28: error: cases[2].expect.filter.big: 3 is not of type 'string' or 'array'" in err
+    assert f"{path}:13:37: error: cases[2].expect.filter.tiny: [] should be non-empty" in err
+
+
+def test_a_suite_file_of_another_kind_is_unusable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deploy.yaml"
+    path.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n")
+    assert main(["test", str(path)]) == 2
+    assert "holds one PolicyTestSuite document (found kinds ['Deployment'])" in capsys.readouterr().err
+
+
 def test_shipped_suites_evaluate_every_rule_of_the_shipped_policies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -170,5 +268,10 @@ def test_shipped_suites_evaluate_every_rule_of_the_shipped_policies(
         if r["evaluations"] == 0
     ]
     assert missing == [], "rules no shipped suite evaluates (add cases to policies/tests/)"
-    shipped = {p.resolve() for p in (root / "policies").rglob("*.policy")}
+    tests = root / "policies" / "tests"
+    shipped = {p.resolve() for p in (root / "policies").rglob("*.policy")} | {
+        p.resolve()
+        for p in (root / "policies").rglob("*.yaml")
+        if tests not in p.parents and "kind: SchedulingPolicy" in p.read_text()
+    }
     assert {Path(f["file"]) for f in coverage["files"]} == shipped  # every shipped policy has a suite

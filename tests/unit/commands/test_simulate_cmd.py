@@ -212,22 +212,52 @@ BETA = """policy beta {
 """
 
 
+def _explain(tmp_path: Path, capsys: pytest.CaptureFixture[str], other: str, *flags: str) -> str:
+    """`policyd explain` of pod p (2 cpus; nodes n1 with 4, n2 with 1) under ALPHA and `other`."""
+    (tmp_path / "a.policy").write_text(ALPHA)
+    (tmp_path / "other.policy").write_text(other)
+    cluster = write(tmp_path, [node("n1", "4"), node("n2", "1"), pod("p", "2")])
+    policies = [str(tmp_path / "a.policy"), str(tmp_path / "other.policy")]
+    assert main(["explain", "--policies", *policies, "--cluster", cluster, "--pod", "p", *flags]) == 0
+    return capsys.readouterr().out
+
+
+def _explain_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str], other: str) -> dict[str, list[str]]:
+    """The explain table's rule rows: `policy/rule` -> its cells."""
+    return {
+        line.split()[1]: line.split()[2:]
+        for line in _explain(tmp_path, capsys, other).splitlines()
+        if line.startswith(("filter ", "score "))
+    }
+
+
 def test_explain_table_labels_rules_with_their_policy_and_shows_non_applying_ones(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (tmp_path / "a.policy").write_text(ALPHA)
-    (tmp_path / "b.policy").write_text(BETA)
-    cluster = write(tmp_path, [node("n1", "4"), node("n2", "1"), pod("p", "2")])
-    policies = [str(tmp_path / "a.policy"), str(tmp_path / "b.policy")]
-    assert main(["explain", "--policies", *policies, "--cluster", cluster, "--pod", "p"]) == 0
-    rows = {
-        line.split()[1]: line.split()[2:]
-        for line in capsys.readouterr().out.splitlines()
-        if line.startswith(("filter ", "score "))
-    }
+    rows = _explain_rows(tmp_path, capsys, BETA)
     assert rows["alpha/Fits"] == ["pass", "FAIL[1]"]
     # beta's match is false for this pod: its rules do not apply (not `pass`, not merged with alpha's)
     assert rows["beta/Fits"] == ["n/a", "n/a"]
     assert rows["beta/Other"] == ["n/a", "n/a"]
     assert rows["alpha/Free"] == ["(raw/norm/weighted)", "4000/4000/4000"]
     assert rows["beta/Free"] == ["(raw/norm/weighted)", "n/a"]
+
+
+GAMMA = """policy gamma {
+  match = pod.priority > 1000
+  score Seven {
+    expr = 7
+  }
+}
+"""
+
+
+def test_explain_shows_n_a_for_a_score_only_policy_whose_match_is_false(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A score-only policy has no filter verdicts to tell that it did not apply: its row read raw 0."""
+    rows = _explain_rows(tmp_path, capsys, GAMMA)
+    assert rows["alpha/Free"] == ["(raw/norm/weighted)", "4000/4000/4000"]
+    assert rows["gamma/Seven"] == ["(raw/norm/weighted)", "n/a"]
+    (attempt,) = json.loads(_explain(tmp_path, capsys, GAMMA, "-o", "json"))["attempts"]
+    assert attempt["appliedPolicies"] == ["alpha"]

@@ -199,3 +199,22 @@ def test_scopes_limit_a_profile_to_its_own_files() -> None:
     scoped = load_texts(texts, {"policyd": frozenset({BASE}), "b": frozenset({"/q/extra.policy"})})
     assert scoped.profiles["policyd"].policies == ("default",)
     assert scoped.profiles["b"].policies == ("extra",)
+
+
+def test_policy_names_are_unique_across_profiles_even_with_their_own_sources() -> None:
+    """The documented rule (LANGUAGE.md, "Names"): a duplicate is an error across all loaded sources,
+    not only within one profile's layers, and says so."""
+    team = 'policy team {{\n  profiles = ["{}"]\n  filter F {{\n    expr = true\n  }}\n}}\n'
+    texts = {"/a/team.policy": team.format("a"), "/b/team.policy": team.format("b")}
+    scopes = {"a": frozenset({"/a/team.policy"}), "b": frozenset({"/b/team.policy"})}
+    with pytest.raises(PolicyError) as caught:
+        compile_sources(texts, generation=1, scopes=scopes)
+    (error,) = caught.value.errors
+    assert (error.span.file, error.span.line, error.span.column) == ("/b/team.policy", 1, 8)
+    assert error.message == (
+        "duplicate policy name 'team' (first defined at /a/team.policy:1:8); "
+        "policy names are unique across all loaded sources, whichever profiles use them"
+    )
+    # each under its own name, the two profiles load side by side
+    texts["/b/team.policy"] = team.format("b").replace("policy team", "policy team-b")
+    assert set(compile_sources(texts, generation=1, scopes=scopes).profiles) == {"a", "b"}

@@ -61,3 +61,9 @@ def test_a_suite_given_as_a_policy_says_what_it_is(tmp_path: Path) -> None:
     assert messages == [
         "this is a PolicyTestSuite document, not a SchedulingPolicy (policyd lint checks it as one)"
     ]
+
+
+def test_a_one_of_reports_the_branch_that_fits_the_value() -> None:
+    """`extends: [3]` said only "[3] is not valid under any of the given schemas" at `extends`."""
+    policy = "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: x}\nspec:\n  extends: [3]\n"
+    assert _found(policy) == [(5, 13, "error", "spec.extends[0]: 3 is not of type 'string'")]

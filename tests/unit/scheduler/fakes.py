@@ -172,6 +172,9 @@ class FakeEvaluator:
     def prepare(self, phase: str) -> tuple[Any, ...]:
         return ()
 
+    def applied(self) -> tuple[int, ...]:
+        return (0,)  # the one fake policy
+
     def track_cluster(self) -> None:
         pass
 
