@@ -20,7 +20,7 @@ from policyd.backends.kube.client import ApiError, KubeClient, object_path
 from policyd.scheduler.scheduler import Scheduler
 
 from .apiserver import KubeTestContext
-from .test_api_backend import kube, make_node, node_of, running, wait_for  # noqa: F401 - fixtures
+from .test_api_backend import make_node, node_of, running, wait_for  # noqa: F401 - fixture running
 from .test_preemption_api import events_of
 
 
