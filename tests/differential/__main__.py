@@ -19,7 +19,7 @@ from pathlib import Path
 
 from policyd.envtest import find_assets
 from tests.differential.generator import generate
-from tests.differential.harness import REGRESSIONS, VARIANT_POLICY, Harness, run_all
+from tests.differential.harness import REGRESSIONS, VARIANT_POLICIES, Harness, run_all
 from tests.differential.kube_side import KubeSide
 from tests.differential.policyd_side import PolicydSide
 from tests.differential.report import summary
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first", type=int, default=0, help="index of the first generated scenario")
     parser.add_argument("--large", action="store_true", help="8-12 nodes and 10-40 pods per scenario")
     parser.add_argument("--replay", nargs="+", default=None, help="scenario files or directories to run")
-    parser.add_argument("--policies", nargs="+", default=[str(VARIANT_POLICY)])
+    parser.add_argument("--policies", nargs="+", default=list(VARIANT_POLICIES))
     parser.add_argument("--record", default=str(REGRESSIONS), help="where disagreeing scenarios go")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--table", default="bench-results/differential/agreement.md")

@@ -50,7 +50,7 @@ REASON_PLUGINS: tuple[tuple[str, str], ...] = (
     ("node(s) were unschedulable", "NodeUnschedulable"),
     ("node(s) didn't match the requested node name", "NodeName"),
     ("node(s) had taint", "TaintToleration"),
-    ("node(s) didn't match node selector", "NodeAffinity"),
+    ("node(s) didn't match Pod's node affinity", "NodeAffinity"),  # node selector and required affinity
     ("node(s) didn't have free ports", "NodePorts"),
     ("Insufficient ", "NodeResourcesFit"),
     ("Too many pods", "NodeResourcesFit"),

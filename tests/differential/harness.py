@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from policyd import shipped
 from policyd.scheduler.attempts import Attempt, explain_table
 from tests.differential.compare import Comparison, compare
 from tests.differential.kube_side import KubeCycle, KubeSide
@@ -16,6 +17,8 @@ from tests.differential.scenario import Obj, Scenario
 
 HERE = Path(__file__).resolve().parent
 VARIANT_POLICY = HERE / "policies" / "kube-1.20.policy"
+# the variant is a layer over default.policy (`extends default`): both are loaded
+VARIANT_POLICIES = (str(shipped.default_policy()), str(VARIANT_POLICY))
 REGRESSIONS = HERE / "regressions"
 
 log = logging.getLogger(__name__)

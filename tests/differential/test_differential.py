@@ -14,9 +14,17 @@ from pathlib import Path
 import pytest
 
 from policyd import shipped
-from tests.differential.compare import Comparison, histogram, reason_plugin
+from policyd.policy.loader import load_policies
+from tests.differential.compare import (
+    FILTER_RULES,
+    SCORE_RULES,
+    SPREAD_WEIGHT,
+    Comparison,
+    histogram,
+    reason_plugin,
+)
 from tests.differential.generator import generate
-from tests.differential.harness import REGRESSIONS, VARIANT_POLICY, Harness
+from tests.differential.harness import REGRESSIONS, VARIANT_POLICIES, Harness
 from tests.differential.kube_side import PROBE_REASON, KubeSide
 from tests.differential.policyd_side import PolicydSide
 from tests.differential.scenario import Obj, Scenario, load_scenario
@@ -44,7 +52,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeSide]:
 @pytest.fixture(scope="module")
 def harness(kube: KubeSide) -> Harness:
     """Both sides, with the 1.20 variant policy."""
-    return Harness(kube, PolicydSide.load([str(VARIANT_POLICY)]))
+    return Harness(kube, PolicydSide.load(VARIANT_POLICIES))
 
 
 def _unexplained(comparisons: list[Comparison]) -> list[str]:
@@ -99,6 +107,46 @@ def _renamed_pod(obj: Obj, old: str) -> Obj:
     return {**obj, "metadata": meta, "spec": spec}
 
 
+# 1.20.2's default filter plugins in order (algorithmprovider/registry.go getDefaultConfig; the volume
+# plugins, which the harness does not generate, left out) and its score weights
+FILTER_ORDER_1_20 = (
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "PodTopologySpread",
+    "InterPodAffinity",
+)
+SCORE_WEIGHTS_1_20 = {
+    "TaintToleration": 1,
+    "NodeAffinity": 1,
+    "NodeResourcesLeastAllocated": 1,
+    "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
+    "PodTopologySpread": SPREAD_WEIGHT,
+    "InterPodAffinity": 1,
+}
+
+
+def test_variant_runs_filters_in_1_20_order_with_1_20_weights() -> None:
+    """The variant composed over default.policy: 1.20's filter order (a node reports its first failure)."""
+    result = load_policies(list(VARIANT_POLICIES))
+    assert not result.has_errors, [str(d) for d in result.errors]
+    (effective,) = result.profiles.values()
+    assert effective.policies == ("default", "kube_1_20")
+    plugin_of = {rule: plugin for plugin, rules in FILTER_RULES.items() for rule in rules}
+    filters = [r.name for r in effective.rules if r.kind == "filter" and r.enabled]
+    plugins = [plugin_of[name] for name in filters if name in plugin_of]
+    # every plugin, in 1.20's order, its rules together (no other plugin's rule runs between them)
+    assert set(plugins) == set(FILTER_ORDER_1_20)
+    assert plugins == sorted(plugins, key=FILTER_ORDER_1_20.index)
+    scores = {r.name: r.weight for r in effective.rules if r.kind == "score" and r.enabled}
+    expected = {SCORE_RULES[plugin]: weight for plugin, weight in SCORE_WEIGHTS_1_20.items()}
+    assert scores == expected
+
+
 def test_fit_error_histogram_is_parsed_with_commas_inside_reasons() -> None:
     """A taint reason holds a comma; counts still split right."""
     message = (
@@ -111,6 +159,7 @@ def test_fit_error_histogram_is_parsed_with_commas_inside_reasons() -> None:
     }
     assert reason_plugin("Insufficient memory") == "NodeResourcesFit"
     assert reason_plugin(PROBE_REASON) == "(feasible)"
+    assert reason_plugin("node(s) didn't match Pod's node affinity") == "NodeAffinity"
 
 
 def test_generator_is_seeded() -> None:
