@@ -1,5 +1,7 @@
 """`policyd effective [PATH... | --config policyd.yaml] [-o text|json]`: the effective policy of each profile.
 
+With neither, the shipped default policy (as `simulate` and `explain` default to it).
+
 For every profile: its layers in order, the queue and preemption sections in effect (and those they
 replaced), and each rule with the file and line it is defined at, its weight and normalisation, and
 which layer changed or disabled it, where (`policyd.policy.composition.EffectivePolicy`). With
@@ -14,6 +16,7 @@ import argparse
 import json
 import sys
 
+from policyd import shipped
 from policyd.commands.lint import add_source_arguments, load_config_set, load_paths
 from policyd.errors import PolicydError
 from policyd.policy.composition import Change, EffectivePolicy, EffectiveSection
@@ -28,14 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compose the policies and print each profile's effective policy; the exit code."""
-    if bool(args.config) == bool(args.paths):
-        print("policyd effective: give PATHs or --config", file=sys.stderr)
+    if args.config and args.paths:
+        print("policyd effective: give PATHs or --config, not both", file=sys.stderr)
         return 2
     try:
         if args.config:
             result = load_config_set(args.config, args.configmap_file, args.kubeconfig)
         else:
-            result = load_paths(args.paths)
+            result = load_paths(args.paths or [str(shipped.default_policy())])
     except PolicydError as err:
         print(f"policyd effective: {err}", file=sys.stderr)
         return 2

@@ -88,4 +88,11 @@ def test_errors_exit_one_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["effective", str(shipped.default_policy()), str(tmp_path / "x.policy")]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and "does not extend 'default'" in captured.err
-    assert main(["effective"]) == 2
+
+
+def test_without_sources_it_prints_the_shipped_default_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["effective", "-o", "json"]) == 0
+    (profile,) = json.loads(capsys.readouterr().out)
+    assert json.dumps(profile).count(str(shipped.default_policy())) > 10  # every rule's origin
+    assert main(["effective", "--config", "x.yaml", "y.policy"]) == 2
+    assert "not both" in capsys.readouterr().err
