@@ -29,6 +29,13 @@ class Overload:
     literal_checks: tuple[tuple[int, Callable[[Any], str | None]], ...] = ()
 
 
+def member_overload(
+    oid: str, params: tuple[CelType, ...], result: CelType, impl: Callable[..., Any]
+) -> Overload:
+    """A member overload (`params[0]` the receiver type) implemented by `impl`."""
+    return Overload(oid, params, result, member=True, impl=impl)
+
+
 @dataclass(frozen=True)
 class FunctionDecl:
     """A function name with its overloads."""

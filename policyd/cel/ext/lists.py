@@ -13,9 +13,10 @@ from typing import Any
 
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.env import member_overload as _m
 from policyd.cel.k8s_lib.lists import COMPARABLE
 from policyd.cel.optional import optional_of
-from policyd.cel.types import DYN, INT, CelType, ListType, TypeParam
+from policyd.cel.types import DYN, INT, ListType, TypeParam
 from policyd.cel.values import OPTIONAL_NONE, OptionalValue
 from policyd.errors import CelEvalError
 
@@ -123,10 +124,6 @@ def lists_range(n: Any) -> list[int]:
     if type(n) is not int:
         raise rt.no_overload("lists.range", n)
     return list(range(n))
-
-
-def _m(oid: str, params: tuple[CelType, ...], result: CelType, impl: Any) -> Overload:
-    return Overload(oid, params, result, member=True, impl=impl)
 
 
 @functools.cache

@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.env import member_overload as _m
 from policyd.cel.library_types import CIDR_TYPE, IP_TYPE
-from policyd.cel.types import BOOL, INT, STRING, CelType
+from policyd.cel.types import BOOL, INT, STRING
 from policyd.errors import CelEvalError
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -250,10 +251,6 @@ def is_mask(c: Any) -> bool:
     """`cidr.isMask()`: the address has no host bits set."""
     r = _cidr(c, "isMask")
     return r.address == r.network_address()
-
-
-def _m(oid: str, params: tuple[CelType, ...], result: CelType, impl: Any) -> Overload:
-    return Overload(oid, params, result, member=True, impl=impl)
 
 
 @functools.cache

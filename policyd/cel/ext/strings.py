@@ -11,6 +11,7 @@ from typing import Any
 
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.env import member_overload as _m
 from policyd.cel.ext.formatting import format_string
 from policyd.cel.types import DYN, INT, STRING, ListType
 from policyd.errors import CelEvalError
@@ -143,10 +144,6 @@ def quote(s: Any) -> str:
             c = "\ufffd"
         out.append(_QUOTE_ESCAPES.get(c, c))
     return '"' + "".join(out) + '"'
-
-
-def _m(oid: str, params: tuple[Any, ...], result: Any, impl: Any) -> Overload:
-    return Overload(oid, params, result, member=True, impl=impl)
 
 
 @functools.cache

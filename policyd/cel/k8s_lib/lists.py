@@ -10,7 +10,8 @@ import functools
 from typing import Any
 
 from policyd.cel import runtime as rt
-from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.env import FunctionDecl
+from policyd.cel.env import member_overload as _m
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -103,10 +104,6 @@ def list_is_sorted(v: Any) -> bool:
     """`list.isSorted()`."""
     items = rt.list_arg(v, "isSorted")
     return all(rt.le(items[i], items[i + 1]) for i in range(len(items) - 1))
-
-
-def _m(oid: str, params: tuple[Any, ...], result: Any, impl: Any) -> Overload:
-    return Overload(oid, params, result, member=True, impl=impl)
 
 
 @functools.cache

@@ -12,8 +12,9 @@ from typing import Any
 
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.env import member_overload as _m
 from policyd.cel.library_types import QUANTITY_TYPE
-from policyd.cel.types import BOOL, DOUBLE, INT, STRING, CelType
+from policyd.cel.types import BOOL, DOUBLE, INT, STRING
 from policyd.cel.values import INT64_MAX, INT64_MIN, Quantity
 from policyd.errors import CelEvalError
 from policyd.quantity import format_quantity, parse_quantity
@@ -100,10 +101,6 @@ def q_as_integer(a: Any) -> int:
 def q_as_approximate_float(a: Any) -> float:
     """`q.asApproximateFloat()`."""
     return float(_q(a))
-
-
-def _m(oid: str, params: tuple[CelType, ...], result: CelType, impl: Any) -> Overload:
-    return Overload(oid, params, result, member=True, impl=impl)
 
 
 @functools.cache

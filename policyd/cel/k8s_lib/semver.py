@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from policyd.cel import runtime as rt
 from policyd.cel.env import FunctionDecl, Overload
+from policyd.cel.env import member_overload as _m
 from policyd.cel.library_types import SEMVER_TYPE
 from policyd.cel.types import BOOL, INT, STRING
 from policyd.errors import CelEvalError
@@ -193,10 +194,6 @@ def is_less_than(a: Any, b: Any) -> bool:
 def compare_to(a: Any, b: Any) -> int:
     """`semver.compareTo(other)`: -1, 0 or 1."""
     return _v(a, "compareTo").compare(_v(b, "compareTo"))
-
-
-def _m(oid: str, params: tuple[Any, ...], result: Any, impl: Any) -> Overload:
-    return Overload(oid, params, result, member=True, impl=impl)
 
 
 @functools.cache
