@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "eval": "Evaluate a CEL expression (or JSON Lines with --batch).",
     "explain": "Show the per-node, per-rule evaluation for one pod.",
     "bench": "Run the throughput benchmarks.",
+    "playground": "Serve a page on localhost to edit, lint and run policies on a cluster.",
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.framework import FilterFailure, FilterResult, RuleRef
-from policyd.scheduler.algorithm.scoring import NO_SCORES, NodeScore, ScoreTable
+from policyd.scheduler.algorithm.scoring import NO_SCORES, NodeScore, RuleScore, ScoreTable
 
 NO_NODE_AVAILABLE = "0/{n} nodes are available"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -252,51 +252,93 @@ class AttemptLog:
             return list(self._by_pod)
 
 
-def explain_table(attempt: Attempt) -> str:
-    """A per-rule (rows), per-node (columns) text table of one attempt; failure reasons as footnotes.
+@dataclass(frozen=True)
+class RuleCell:
+    """One rule on one node of an attempt: a filter's verdict or a score rule's parts.
 
-    Rows are labelled `policy/rule` (two policies may name a rule alike); with the applied policies
-    recorded (explain mode), the rules of a policy whose `match` is false for the pod read `n/a`, its
-    score rules included (they were not evaluated: no raw 0).
+    `verdict`: `pass`, `fail` (with `reasons`), `n/a` (the rule's policy does not apply to the pod),
+    `-` (the node was not evaluated), `score` (with `score`), or `` (nothing recorded).
     """
-    notes: dict[str, int] = {}
 
-    def failed(reasons: Sequence[str]) -> str:
-        text = "; ".join(reasons)
-        return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
+    verdict: str
+    reasons: tuple[str, ...] = ()
+    score: RuleScore | None = None
 
+
+@dataclass(frozen=True)
+class RuleRow:
+    """One rule of an attempt across its nodes (in `Attempt.nodes` order)."""
+
+    kind: str  # filter | score
+    rule: RuleRef
+    cells: tuple[RuleCell, ...]
+
+    @property
+    def label(self) -> str:
+        """`policy/rule`, as explanations name a rule."""
+        return _rule_name(self.rule)
+
+
+def explain_rows(attempt: Attempt) -> list[RuleRow]:
+    """The attempt's filter rules, then its score rules, each with one cell per node.
+
+    With the applied policies recorded (explain mode), the rules of a policy whose `match` is false for
+    the pod read `n/a`, its score rules included (they were not evaluated: no raw 0).
+    """
     applied = set(attempt.applied or ())
     rules = (*attempt.filter_rules, *attempt.score_rules)
     not_applying = (
         {r.policy for r in rules if r.policy not in applied} if attempt.applied is not None else set()
     )
-    rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]
+    out: list[RuleRow] = []
     for ref in attempt.filter_rules:
-        row = [f"filter {_rule_name(ref)}"]
+        cells = []
         for rec in attempt.nodes:
             results = {r.rule: r for r in rec.results}
             if ref in results:
                 r = results[ref]
-                row.append("pass" if r.passed else failed(r.reasons or (r.error or "",)))
+                cells.append(
+                    RuleCell("pass") if r.passed else RuleCell("fail", tuple(r.reasons) or (r.error or "",))
+                )
             elif rec.failure is not None and rec.failure.rule == ref:
-                row.append(failed(rec.failure.reasons))
+                cells.append(RuleCell("fail", tuple(rec.failure.reasons)))
             elif not rec.evaluated:
-                row.append("-")
+                cells.append(RuleCell("-"))
             elif ref.policy in not_applying or rec.results:
-                row.append("n/a")
+                cells.append(RuleCell("n/a"))
             else:
-                row.append("pass" if rec.failure is None else "")
-        rows.append(row)
+                cells.append(RuleCell("pass" if rec.failure is None else ""))
+        out.append(RuleRow("filter", ref, tuple(cells)))
     for ref in attempt.score_rules:
-        row = [f"score {_rule_name(ref)} (raw/norm/weighted)"]
+        cells = []
         for rec in attempt.nodes:
             parts = {s.rule: s for s in rec.score.rules} if rec.score else {}
             s = parts.get(ref)
             if s is not None and ref.policy in not_applying:
-                row.append("n/a")
+                cells.append(RuleCell("n/a"))
             else:
-                row.append(f"{s.raw:g}/{s.normalized}/{s.weighted}" if s else "")
-        rows.append(row)
+                cells.append(RuleCell("score", score=s) if s else RuleCell(""))
+        out.append(RuleRow("score", ref, tuple(cells)))
+    return out
+
+
+def explain_table(attempt: Attempt) -> str:
+    """A per-rule (rows), per-node (columns) text table of one attempt (`explain_rows`); failure reasons
+    as footnotes."""
+    notes: dict[str, int] = {}
+
+    def shown(cell: RuleCell) -> str:
+        if cell.verdict == "fail":
+            text = "; ".join(cell.reasons)
+            return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
+        if cell.score is not None:
+            return f"{cell.score.raw:g}/{cell.score.normalized}/{cell.score.weighted}"
+        return cell.verdict
+
+    rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]
+    for rule in explain_rows(attempt):
+        suffix = " (raw/norm/weighted)" if rule.kind == "score" else ""
+        rows.append([f"{rule.kind} {rule.label}{suffix}", *(shown(c) for c in rule.cells)])
     rows.append(["TOTAL", *(str(rec.score.total) if rec.score else "" for rec in attempt.nodes)])
     if attempt.chosen:
         rows.append(["", *("^ chosen" if rec.node == attempt.chosen else "" for rec in attempt.nodes)])
