@@ -29,6 +29,10 @@ envtest:
 	@bash scripts/envtest.sh >/dev/null
 
 test: $(STAMP) lint
+	@# the playground's browser test drives Debian's headless chromium (it fails, never skips, without it)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; }
 	$(ENVTEST_ASSETS); \
 	KUBEBUILDER_ASSETS="$$assets" $(PY) -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc

@@ -8,10 +8,12 @@ working directory elsewhere, so neither the source tree nor the dev venv's edita
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -157,3 +159,47 @@ def test_tiny_bench(installed: Installed) -> None:
         str(out),
     )
     assert len(list(out.glob("bench-*.json"))) == 1
+
+
+def test_the_playground_assets_ship_and_are_served(installed: Installed) -> None:
+    static = Path(
+        installed.value("__import__('importlib.resources').resources.files('policyd.playground') / 'static'")
+    )
+    assert static.is_relative_to(installed.target)
+    assert {"index.html", "playground.css", "playground.js"} <= {p.name for p in static.iterdir()}
+    # the installed command serves the page and runs the example cluster from its own assets
+    process = subprocess.Popen(
+        [sys.executable, "-m", "policyd", "playground", "--port", "0"],
+        cwd=installed.cwd,
+        env=installed.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "serving http://127.0.0.1:" in line, line + (process.stderr.read() if process.stderr else "")
+        url = line.split("serving ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=60) as page:
+            assert b"/static/playground.js" in page.read()
+        with urllib.request.urlopen(url + "static/playground.js", timeout=60) as script:
+            assert b"CompressionStream" in script.read()
+        with urllib.request.urlopen(url + "api/examples", timeout=60) as answer:
+            examples = json.load(answer)
+        body = {
+            "policy": {"name": "default.policy", "text": examples["policies"][0]["text"]},
+            "cluster": examples["clusters"][0],
+        }
+        ask = urllib.request.Request(
+            url + "api/run", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(ask, timeout=120) as answer:
+            report = json.load(answer)
+        assert report["summary"]["scheduled"] > 0 and report["explained"]["rows"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
