@@ -5,7 +5,9 @@ are: four routes need no framework, and policyd gains no dependency. Every reque
 at most `MAX_BODY` bytes (413 beyond); lint and run execute in `worker.Workers` (504 when a request
 runs too long, 503 when every worker is busy); refused input comes back as 422 with `error` and
 `diagnostics` (file, line, column). POSTs must say `Content-Type: application/json`, so a form on
-another site cannot post to the server; it binds to 127.0.0.1 unless told otherwise.
+another site cannot post to the server; it binds to 127.0.0.1 unless told otherwise, and then
+answers only requests whose `Host` names a loopback address or `localhost` (403 otherwise), so a
+page whose DNS name is rebound to 127.0.0.1 cannot reach it either.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY = 1 << 20  # 1 MiB: the largest policy + cluster text a request may carry
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -45,6 +48,17 @@ class Limits:
     lint_seconds: float = 10.0
     run_seconds: float = 30.0
     workers: int = 2
+
+
+def host_allowed(host_header: str | None, bound_address: str) -> bool:
+    """Whether a request's `Host` header may reach a server bound to `bound_address`: any host when it
+    listens beyond loopback (the operator chose to expose it), else only loopback names."""
+    if bound_address not in LOOPBACK_HOSTS and not bound_address.startswith("127."):
+        return True
+    if not host_header:
+        return False
+    host = urlsplit(f"//{host_header}").hostname or ""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 def static_files() -> dict[str, tuple[bytes, str]]:
@@ -80,6 +94,11 @@ class PlaygroundServer:
         self._httpd = ThreadingHTTPServer((address, port), handler)
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> str:
+        """The bound address."""
+        return str(self._httpd.server_address[0])
 
     @property
     def port(self) -> int:
@@ -131,8 +150,19 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, diagnostics: tuple[dict[str, object], ...] = ()) -> None:
         self._json(status, {"error": message, "diagnostics": list(diagnostics)})
 
+    def _host_refused(self) -> bool:
+        """Answer 403 and say so when the `Host` header names another server (DNS rebinding)."""
+        if host_allowed(self.headers.get("Host"), self.playground.address):
+            return False
+        self._error(
+            HTTPStatus.FORBIDDEN, f"Host {self.headers.get('Host')!r} is not this playground's address"
+        )
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         """Static files and `/api/examples`."""
+        if self._host_refused():
+            return
         path = urlsplit(self.path).path
         if path == "/api/examples":
             self._json(HTTPStatus.OK, self.playground.examples)
@@ -143,6 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         """`/api/lint` and `/api/run`: a JSON body in, a JSON document out."""
+        if self._host_refused():
+            return
         operation = {"/api/lint": "lint", "/api/run": "run"}.get(urlsplit(self.path).path)
         if operation is None:
             self._error(HTTPStatus.NOT_FOUND, f"no endpoint {self.path}")

@@ -12,7 +12,7 @@ import pytest
 from policyd import shipped
 from policyd.commands import playground as command
 from policyd.commands.simulate import simulate
-from policyd.playground.server import MAX_BODY, Limits, PlaygroundServer
+from policyd.playground.server import MAX_BODY, Limits, PlaygroundServer, host_allowed
 from policyd.playground.session import MAX_NODES
 
 DEFAULT_TEXT = shipped.default_policy().read_text(encoding="utf-8")
@@ -206,3 +206,35 @@ def test_every_worker_busy_is_503() -> None:
     finally:
         server.stop()
     assert status == 503 and "busy" in doc["error"]
+
+
+def test_a_request_naming_another_host_is_refused(served: PlaygroundServer) -> None:
+    """DNS rebinding: a page at attacker.example resolved to 127.0.0.1 sends `Host: attacker.example`."""
+    for method, path, body in (("GET", "/", None), ("POST", "/api/lint", b"{}")):
+        conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+        try:
+            headers = {"Host": f"attacker.example:{served.port}", "Content-Type": "application/json"}
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            doc = json.loads(response.read())
+        finally:
+            conn.close()
+        assert response.status == 403, (method, path)
+        assert "attacker.example" in doc["error"]
+    assert request(served, "GET", "/")[0] == 200  # Host: 127.0.0.1:port
+
+
+@pytest.mark.parametrize(
+    ("host", "bound", "allowed"),
+    [
+        ("localhost:8765", "127.0.0.1", True),
+        ("127.0.0.1:8765", "127.0.0.1", True),
+        ("[::1]:8765", "::1", True),
+        ("evil.example:8765", "127.0.0.1", False),
+        (None, "127.0.0.1", False),
+        ("evil.example", "0.0.0.0", True),
+    ],
+)
+def test_host_allowed(host: str | None, bound: str, allowed: bool) -> None:
+    """Loopback-bound servers answer loopback names only; one exposed on purpose answers any."""
+    assert host_allowed(host, bound) is allowed
