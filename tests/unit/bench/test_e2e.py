@@ -107,6 +107,7 @@ def result(
         peak_rss_mib=123.4,
         qps=50.0,
         burst=100,
+        create_pods_per_second=60.0,
         round=round_number,
     )
 
@@ -172,7 +173,8 @@ def test_ratios_and_table() -> None:
     assert table[0].startswith("| workload | scheduler |") and "ratio" in table[0] and "p90" in table[0]
     assert len(table) == 2 + 3
     assert table[2] == (
-        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 12.3 | 20.0 | - | 1.0 | 123 |"
+        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 12.3 | 20.0 | - | 1.0 | 123 "
+        "| 60.0 |"
     )
     assert "| 55.0 | 1.10x |" in table[3]
     assert "| 20.0 |  |" in table[4]
