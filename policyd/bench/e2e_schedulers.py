@@ -152,14 +152,7 @@ class SchedulerProcess:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGTERM, 10.0)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the process's log."""
@@ -212,14 +205,19 @@ class Profiler:
     def stop(self) -> None:
         """SIGINT (py-spy writes its output), then wait for it (SIGKILL after 60 s)."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGINT, 60.0)
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, sig: signal.Signals, grace: float) -> None:
+    """Send `sig` to a running `proc` and wait for it; SIGKILL when it is still running after `grace` s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def peak_rss_of(pid: int) -> float:
