@@ -45,7 +45,8 @@ bench: $(STAMP)
 
 bench-e2e: $(STAMP)
 	$(ENVTEST_ASSETS); \
-	KUBEBUILDER_ASSETS="$$assets" $(VENV)/bin/policyd bench --mode e2e --scale 0.1
+	KUBEBUILDER_ASSETS="$$assets" $(VENV)/bin/policyd bench --mode e2e -w SchedulingBasic/500 --scale 0.2 \
+		--qps 1000 --burst 1000 --rounds 3
 
 # policyd against the real kube-scheduler 1.20.2 (tests/differential/README.md); SCENARIOS and SEED override
 SCENARIOS ?= 300

@@ -11,14 +11,17 @@ is first seen with `spec.nodeName`; a Barrier waits until every pod is bound or 
 `PodScheduled=False/Unschedulable`. Pods being deleted (preemption victims) are deleted at once with
 grace period 0, standing in for the kubelet.
 
-Figures per (workload, scheduler): pods/s from the first measured pod's creation to the last measured
-pod seen bound; p50/p99 attempt latency estimated from the scheduler's own histogram buckets (difference
+Figures per (workload, scheduler, round): pods/s between the first and the last measured pod seen
+bound on the watch ((bound - 1) / span); p50/p90/p99 attempt latency estimated from the scheduler's own histogram buckets (difference
 between a scrape before and after the measured pods): kube-scheduler 1.20's
 `scheduler_e2e_scheduling_duration_seconds` (from the start of an attempt to the bind's end; 1.23+ call
 it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
 `scheduler_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
-alone likewise; peak RSS is the scheduler process's VmHWM. `policyd bench --mode e2e -w
-SchedulingBasic/5000 --scale 0.1`.
+alone likewise; peak RSS is the scheduler process's VmHWM. With `rounds` > 1 every workload runs with
+every scheduler once per round, the schedulers' order alternating (`round_order`); the report takes
+medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
+once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w SchedulingBasic/500
+--scale 0.2 --qps 1000 --burst 1000 --rounds 3`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from policyd.bench.e2e_report import KUBE_SCHEDULER, POLICYD, E2EResult, histogr
 from policyd.bench.e2e_schedulers import (
     SCHEDULERS,
     BenchError,
+    Profiler,
     SchedulerProcess,
     make_scheduler,
     pod_scheduler_name,
@@ -171,9 +175,14 @@ class PodTracker:
 
     def last_bound(self, keys: Sequence[str]) -> tuple[int, float]:
         """(how many of `keys` are bound, monotonic time the last of them was first seen bound)."""
+        count, _, last = self.bound_span(keys)
+        return count, last
+
+    def bound_span(self, keys: Sequence[str]) -> tuple[int, float, float]:
+        """(how many of `keys` are bound, when the first and the last of them were first seen bound)."""
         with self._cond:
             times = [self.bound_at[k] for k in keys if k in self.bound_at]
-        return len(times), max(times, default=0.0)
+        return len(times), min(times, default=0.0), max(times, default=0.0)
 
 
 # ---- one run -------------------------------------------------------------------------------------
@@ -239,7 +248,7 @@ class _Measurement:
     pods: list[str] = field(default_factory=list)
     started: float = 0.0
     creating_seconds: float = 0.0
-    seconds: float = 0.0
+    seconds: float = 0.0  # from the first to the last measured pod seen bound
     scheduled: int = 0
     before: str | None = None
     after: str | None = None
@@ -259,8 +268,10 @@ class WorkloadRun:
         policies: Sequence[str],
         threads: int,
         say: Callable[[str], None],
+        profile: Path | None = None,
     ) -> None:
         self.wl = wl
+        self.profile = profile
         self.scheduler = scheduler
         self.assets = assets
         self.qps = qps
@@ -294,19 +305,25 @@ class WorkloadRun:
                 policies=self.policies,
             )
             tracker = PodTracker(client)
+            profiler: list[Profiler] = []
             try:
-                self._run_ops(client, sched, tracker)
+                self._run_ops(client, sched, tracker, profiler)
                 self.peak_rss_mib = sched.peak_rss_mib()
             except BaseException:
                 if sched.proc is not None:
                     self.say(f"failed; scheduler log tail:\n{sched.log_tail()}")
                 raise
             finally:
+                for p in profiler:
+                    p.stop()
+                    self.say(f"profile written to {p.output}")
                 sched.stop()
                 tracker.stop()
                 client.close()
 
-    def _run_ops(self, client: Any, sched: SchedulerProcess, tracker: PodTracker) -> None:
+    def _run_ops(
+        self, client: Any, sched: SchedulerProcess, tracker: PodTracker, profiler: list[Profiler]
+    ) -> None:
         for ns in sorted({op.namespace for op in self.wl.ops if isinstance(op, CreatePods)}):
             client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
         _create_priority_classes(client, self.wl)
@@ -317,6 +334,9 @@ class WorkloadRun:
         sched.start()
         sched.wait_ready()
         self.say("scheduler ready")
+        if self.profile is not None and sched.proc is not None:
+            profiler.append(Profiler(sched.proc.pid, self.profile))
+            profiler[0].start()
         for number, op in ops:
             if isinstance(op, CreateNodes):
                 self._create_nodes(client, op)
@@ -357,8 +377,8 @@ class WorkloadRun:
         tracker.wait_settled(self.created, timeout, sched.check_alive)
         m = self.measured
         if m.pods and m.after is None:
-            m.scheduled, last = tracker.last_bound(m.pods)
-            m.seconds = (last if m.scheduled else time.monotonic()) - m.started
+            m.scheduled, first, last = tracker.bound_span(m.pods)
+            m.seconds = last - first if m.scheduled > 1 else 0.0
             m.after = self._settled_metrics(sched, m.before, m.scheduled)
         bound, _ = tracker.last_bound(self.created)
         self.say(f"barrier: {bound}/{len(self.created)} bound")
@@ -375,8 +395,11 @@ class WorkloadRun:
                 return text
             time.sleep(0.1)
 
-    def result(self, scale: float, node_scale: float, setup_seconds: float) -> E2EResult:
-        """The figures of the measured ops."""
+    def result(
+        self, scale: float, node_scale: float, setup_seconds: float, round_number: int = 1
+    ) -> E2EResult:
+        """The figures of the measured ops (pods/s: binds per second between the first and the last
+        measured pod seen bound on the watch)."""
         m = self.measured
         attempt_name, attempt = histogram_delta(m.after, m.before, ATTEMPT_METRICS[self.scheduler])
         _, algorithm = histogram_delta(m.after, m.before, ALGORITHM_METRICS[self.scheduler])
@@ -389,8 +412,9 @@ class WorkloadRun:
             measured_pods=len(m.pods),
             scheduled=m.scheduled,
             seconds=round(m.seconds, 3),
-            pods_per_second=round(m.scheduled / m.seconds, 1) if m.seconds > 0 else 0.0,
+            pods_per_second=round((m.scheduled - 1) / m.seconds, 1) if m.seconds > 0 else 0.0,
             attempt_p50_ms=round(attempt.quantile(0.5) * 1000, 2),
+            attempt_p90_ms=round(attempt.quantile(0.9) * 1000, 2),
             attempt_p99_ms=round(attempt.quantile(0.99) * 1000, 2),
             algorithm_p50_ms=round(algorithm.quantile(0.5) * 1000, 2),
             algorithm_p99_ms=round(algorithm.quantile(0.99) * 1000, 2),
@@ -401,6 +425,7 @@ class WorkloadRun:
             attempts=int(attempt.count),
             create_pods_per_second=round(len(m.pods) / m.creating_seconds, 1) if m.creating_seconds else 0.0,
             setup_seconds=round(setup_seconds, 1),
+            round=round_number,
             machine=machine(),
         )
 
@@ -423,8 +448,13 @@ def run_one(
     policies: Sequence[str] | None = None,
     threads: int = CREATE_THREADS,
     progress: Callable[[str], None] | None = None,
+    round_number: int = 1,
+    profile: Path | None = None,
 ) -> E2EResult:
-    """Run `wl` (scaled) against a fresh control plane from `assets` with `scheduler`; measure the measured ops."""
+    """Run `wl` (scaled) against a fresh control plane from `assets` with `scheduler`; measure the measured ops.
+
+    `profile`: a py-spy output file for the scheduler process (see `Profiler`).
+    """
     import urllib3
 
     # the harness's kubeconfig skips TLS verification on purpose (loopback, throwaway certificates)
@@ -439,9 +469,10 @@ def run_one(
         policies=policies or [str(shipped.default_policy())],
         threads=threads,
         say=progress or (lambda _text: None),
+        profile=profile,
     )
     run.run()
-    return run.result(scale, node_scale, time.monotonic() - started - run.measured.seconds)
+    return run.result(scale, node_scale, time.monotonic() - started - run.measured.seconds, round_number)
 
 
 def create_node(client: Any, obj: KubeObject, status: KubeObject) -> None:
@@ -500,11 +531,22 @@ def run_workloads(
     threads: int = CREATE_THREADS,
     progress: Callable[[str], None] | None = None,
     on_result: Callable[[E2EResult], Any] | None = None,
+    rounds: int = 1,
+    profile_dir: Path | None = None,
 ) -> list[E2EResult]:
-    """Every workload with every scheduler, one fresh control plane each; the results in order."""
+    """Every workload with every scheduler, `rounds` times, one fresh control plane each; the results in order.
+
+    The schedulers alternate (`round_order`): round 1 runs them in the given order, round 2 reversed, ...
+    `profile_dir`: one py-spy file per scheduler run, `<workload>-<scheduler>-r<round>.txt` (raw stacks).
+    """
     results = []
-    for wl in workloads:
-        for scheduler in schedulers:
+    for round_number in range(1, rounds + 1):
+        for wl, scheduler in round_order(workloads, schedulers, round_number):
+            profile = None
+            if profile_dir is not None:
+                profile_dir.mkdir(parents=True, exist_ok=True)
+                stem = f"{wl.name.replace('/', '-')}-{scheduler}-r{round_number}"
+                profile = profile_dir / f"{stem}.txt"
             result = run_one(
                 wl,
                 scheduler,
@@ -516,11 +558,22 @@ def run_workloads(
                 policies=policies,
                 threads=threads,
                 progress=progress,
+                round_number=round_number,
+                profile=profile,
             )
             results.append(result)
             if on_result is not None:
                 on_result(result)
     return results
+
+
+def round_order(
+    workloads: Sequence[Workload], schedulers: Sequence[str], round_number: int
+) -> list[tuple[Workload, str]]:
+    """The (workload, scheduler) runs of round `round_number` (1-based): every workload in turn, its
+    schedulers in the given order in odd rounds and reversed in even ones (so neither always goes first)."""
+    order = list(schedulers) if round_number % 2 == 1 else list(reversed(schedulers))
+    return [(wl, scheduler) for wl in workloads for scheduler in order]
 
 
 def parse_schedulers(text: str) -> tuple[str, ...]:

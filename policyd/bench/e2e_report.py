@@ -117,7 +117,7 @@ def histogram_delta(after: str | None, before: str | None, names: Sequence[str])
 
 @dataclass
 class E2EResult:
-    """One (workload, scheduler) run."""
+    """One (workload, scheduler) run in one round."""
 
     workload: str
     scheduler: str
@@ -129,6 +129,7 @@ class E2EResult:
     seconds: float
     pods_per_second: float
     attempt_p50_ms: float
+    attempt_p90_ms: float
     attempt_p99_ms: float
     algorithm_p50_ms: float
     algorithm_p99_ms: float
@@ -139,6 +140,7 @@ class E2EResult:
     attempts: int = 0
     create_pods_per_second: float = 0.0
     setup_seconds: float = 0.0
+    round: int = 1
     machine: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -146,20 +148,100 @@ class E2EResult:
         return asdict(self)
 
 
-def ratios(results: Sequence[E2EResult]) -> dict[str, float]:
-    """policyd pods/s divided by kube-scheduler pods/s, per workload having both."""
-    by: dict[tuple[str, str], E2EResult] = {(r.workload, r.scheduler): r for r in results}
-    out: dict[str, float] = {}
-    for (wl, sched), r in by.items():
-        base = by.get((wl, KUBE_SCHEDULER))
-        if sched == POLICYD and base is not None and base.pods_per_second > 0:
-            out[wl] = round(r.pods_per_second / base.pods_per_second, 2)
+# the figures summarised over rounds by their median
+MEDIAN_FIELDS = (
+    "pods_per_second",
+    "attempt_p50_ms",
+    "attempt_p90_ms",
+    "attempt_p99_ms",
+    "algorithm_p50_ms",
+    "algorithm_p99_ms",
+    "peak_rss_mib",
+    "create_pods_per_second",
+)
+
+
+@dataclass(frozen=True)
+class E2EMedian:
+    """One (workload, scheduler) over its rounds: the median of each figure (`MEDIAN_FIELDS`)."""
+
+    workload: str
+    scheduler: str
+    nodes: int
+    measured_pods: int
+    scheduled: int  # the fewest bound in any round
+    rounds: int
+    qps: float
+    burst: int
+    pods_per_second: float
+    attempt_p50_ms: float
+    attempt_p90_ms: float
+    attempt_p99_ms: float
+    algorithm_p50_ms: float
+    algorithm_p99_ms: float
+    peak_rss_mib: float
+    create_pods_per_second: float  # when close to pods/s, pod creation (not the scheduler) set the pace
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (one entry of the result file's `medians`)."""
+        return asdict(self)
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of `values`, nan ones left out (the mean of the middle two for an even count); nan if none."""
+    ordered = sorted(v for v in values if not math.isnan(v))
+    if not ordered:
+        return math.nan
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def medians(results: Sequence[E2EResult]) -> list[E2EMedian]:
+    """Per (workload, scheduler), in order of first appearance: the medians over its rounds."""
+    groups: dict[tuple[str, str], list[E2EResult]] = {}
+    for r in results:
+        groups.setdefault((r.workload, r.scheduler), []).append(r)
+    out = []
+    for (wl, scheduler), runs in groups.items():
+        docs = [r.to_json() for r in runs]
+        figures = {name: round(median([float(d[name]) for d in docs]), 2) for name in MEDIAN_FIELDS}
+        out.append(
+            E2EMedian(
+                workload=wl,
+                scheduler=scheduler,
+                nodes=runs[0].nodes,
+                measured_pods=runs[0].measured_pods,
+                scheduled=min(r.scheduled for r in runs),
+                rounds=len(runs),
+                qps=runs[0].qps,
+                burst=runs[0].burst,
+                **figures,
+            )
+        )
     return out
 
 
+def ratios(summary: Sequence[E2EMedian]) -> dict[str, float]:
+    """policyd's median pods/s divided by kube-scheduler's, per workload having both."""
+    by = {(m.workload, m.scheduler): m for m in summary}
+    out: dict[str, float] = {}
+    for (wl, sched), m in by.items():
+        base = by.get((wl, KUBE_SCHEDULER))
+        if sched == POLICYD and base is not None and base.pods_per_second > 0:
+            out[wl] = round(m.pods_per_second / base.pods_per_second, 2)
+    return out
+
+
+def budgets(results: Sequence[E2EResult]) -> str:
+    """The client budgets the runs gave the schedulers, in words."""
+    pairs = sorted({(r.qps, r.burst) for r in results})
+    same = "each scheduler's client: " if len(pairs) == 1 else "client budgets differ between runs: "
+    return same + ", ".join(f"QPS {qps:g}, burst {burst}" for qps, burst in pairs)
+
+
 MARKDOWN_HEADER = (
-    "| workload | scheduler | nodes | measured pods | scheduled | QPS/burst | pods/s | ratio | "
-    "attempt p50 ms | attempt p99 ms | algorithm p50 ms | algorithm p99 ms | peak RSS MiB |\n"
+    "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | attempt p50 ms | "
+    "attempt p90 ms | attempt p99 ms | algorithm p50 ms | peak RSS MiB | pods created/s |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
@@ -168,29 +250,42 @@ def _ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.1f}"
 
 
-def markdown_row(r: E2EResult, ratio: float | None = None) -> str:
-    """One markdown table row; `ratio` (policyd / kube-scheduler pods/s) on policyd rows."""
+def markdown_row(m: E2EMedian, ratio: float | None = None) -> str:
+    """One markdown table row of medians; `ratio` (policyd / kube-scheduler pods/s) on policyd rows."""
     ratio_text = f"{ratio:.2f}x" if ratio is not None else ""
     return (
-        f"| {r.workload} | {r.scheduler} | {r.nodes} | {r.measured_pods} | {r.scheduled} | "
-        f"{r.qps:g}/{r.burst} | {r.pods_per_second:.1f} | {ratio_text} | {_ms(r.attempt_p50_ms)} | "
-        f"{_ms(r.attempt_p99_ms)} | {_ms(r.algorithm_p50_ms)} | {_ms(r.algorithm_p99_ms)} | "
-        f"{r.peak_rss_mib:.0f} |\n"
+        f"| {m.workload} | {m.scheduler} | {m.nodes} | {m.measured_pods} | {m.rounds} | "
+        f"{m.pods_per_second:.1f} | {ratio_text} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
+        f"{_ms(m.attempt_p99_ms)} | {_ms(m.algorithm_p50_ms)} | {m.peak_rss_mib:.0f} | "
+        f"{m.create_pods_per_second:.1f} |\n"
     )
 
 
 def markdown_table(results: Sequence[E2EResult]) -> str:
-    """The result table with the policyd / kube-scheduler ratio on policyd rows."""
-    rs = ratios(results)
-    rows = [markdown_row(r, rs.get(r.workload) if r.scheduler == POLICYD else None) for r in results]
-    return MARKDOWN_HEADER + "".join(rows)
+    """The medians over rounds with the policyd / kube-scheduler ratio on policyd rows, under the budgets."""
+    summary = medians(results)
+    rs = ratios(summary)
+    rows = [markdown_row(m, rs.get(m.workload) if m.scheduler == POLICYD else None) for m in summary]
+    return f"Medians over rounds; {budgets(results)}.\n\n" + MARKDOWN_HEADER + "".join(rows)
+
+
+def run_line(r: E2EResult) -> str:
+    """One run's figures on one line (progress while the benchmark runs)."""
+    return (
+        f"round {r.round} {r.workload} [{r.scheduler}]: {r.scheduled}/{r.measured_pods} bound, "
+        f"{r.pods_per_second:.1f} pods/s, attempt p50/p90/p99 {_ms(r.attempt_p50_ms)}/"
+        f"{_ms(r.attempt_p90_ms)}/{_ms(r.attempt_p99_ms)} ms, peak RSS {r.peak_rss_mib:.0f} MiB"
+    )
 
 
 def write_results(results: Sequence[E2EResult], out_dir: str) -> tuple[Path, Path]:
-    """Write `<out>/e2e-<time>.json` and `.md`; returns both paths."""
+    """Write `<out>/e2e-<time>.json` (medians, ratios, every round's figures) and `.md` (the medians table)."""
+    summary = medians(results)
     document = {
         "machine": machine(),
-        "ratios": ratios(results),
+        "budgets": budgets(results),
+        "ratios": ratios(summary),
+        "medians": [_json_safe(m.to_json()) for m in summary],
         "results": [_json_safe(r.to_json()) for r in results],
     }
     return write_result_files(out_dir, "e2e", document, markdown_table(results))

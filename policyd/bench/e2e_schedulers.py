@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,14 +152,7 @@ class SchedulerProcess:
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, signal.SIGTERM, 10.0)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines of the process's log."""
@@ -167,6 +161,63 @@ class SchedulerProcess:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+class Profiler:
+    """py-spy recording one running scheduler process (all threads, idle ones left out) into a file.
+
+    Attached by pid after the scheduler is ready, so the scheduler's own command line, start-up
+    and peak RSS are those of an unprofiled run; stopped with SIGINT (py-spy then writes its output)
+    before the scheduler is stopped. The output format follows the file name: `.svg` a flame graph,
+    anything else py-spy's `raw` collapsed stacks (one `frame;frame;... count` line per stack).
+    """
+
+    def __init__(self, pid: int, output: Path, rate: int = 25) -> None:
+        self.pid = pid
+        self.output = output
+        self.rate = rate
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self, binary: str) -> list[str]:
+        """The py-spy command line."""
+        fmt = "flamegraph" if self.output.suffix == ".svg" else "raw"
+        return [
+            binary, "record", "--pid", str(self.pid), "--threads", "--rate", str(self.rate),
+            "--format", fmt, "--output", str(self.output), "--nonblocking",
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        """Attach py-spy (raises BenchError when it is not installed)."""
+        binary = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+        if binary is None:
+            raise BenchError(
+                "--profile needs py-spy on PATH or next to this interpreter (pip install py-spy)"
+            )
+        with open(self.output.with_suffix(".log"), "ab") as log:
+            self.proc = subprocess.Popen(
+                self.command(binary),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            )
+
+    def stop(self) -> None:
+        """SIGINT (py-spy writes its output), then wait for it (SIGKILL after 60 s)."""
+        proc, self.proc = self.proc, None
+        stop_process(proc, signal.SIGINT, 60.0)
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, sig: signal.Signals, grace: float) -> None:
+    """Send `sig` to a running `proc` and wait for it; SIGKILL when it is still running after `grace` s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def peak_rss_of(pid: int) -> float:

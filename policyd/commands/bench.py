@@ -2,8 +2,8 @@
 
 `--mode inprocess` drives the real Scheduler on the simulated back-end (the algorithm's throughput);
 `--mode e2e` runs `policyd run` and kube-scheduler one after the other, each against a fresh real
-kube-apiserver + etcd, with equal client QPS/burst (binaries from `KUBEBUILDER_ASSETS`); `--mode both`
-does both. The harness is `policyd.bench`.
+kube-apiserver + etcd, with equal client QPS/burst (binaries from `KUBEBUILDER_ASSETS`), `--rounds N`
+times in alternating order, and reports medians; `--mode both` does both. The harness is `policyd.bench`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="e2e: comma-separated schedulers, run in order (default kube-scheduler,policyd)",
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="e2e: run every workload with every scheduler N times, the order alternating (default 1); "
+        "the table shows medians",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="DIR",
+        help="e2e: record each policyd/kube-scheduler process with py-spy (all threads) into DIR, one "
+        "raw collapsed-stack file per run",
+    )
+    parser.add_argument(
         "--policies", nargs="+", default=None, help="policy files (default: the shipped default.policy)"
     )
     parser.add_argument(
@@ -100,7 +114,13 @@ def usage_problem(args: argparse.Namespace) -> str:
         return "--scale and --node-scale must be positive"
     e2e_only = [
         flag
-        for flag, value in (("--qps", args.qps), ("--burst", args.burst), ("--schedulers", args.schedulers))
+        for flag, value in (
+            ("--qps", args.qps),
+            ("--burst", args.burst),
+            ("--schedulers", args.schedulers),
+            ("--rounds", args.rounds),
+            ("--profile", args.profile),
+        )
         if value is not None
     ]
     if args.mode == "inprocess" and e2e_only:
@@ -109,6 +129,8 @@ def usage_problem(args: argparse.Namespace) -> str:
         return "--qps must be positive"
     if args.burst is not None and args.burst < 1:
         return "--burst must be at least 1"
+    if args.rounds is not None and args.rounds < 1:
+        return "--rounds must be at least 1"
     if args.schedulers is not None:
         try:
             e2e.parse_schedulers(args.schedulers)
@@ -139,7 +161,9 @@ def _run_inprocess(
 def _run_e2e(
     args: argparse.Namespace, assets: Path, chosen: list[Workload], progress: Callable[[str], None] | None
 ) -> int:
-    print(e2e_report.MARKDOWN_HEADER, end="")
+    def report(result: e2e_report.E2EResult) -> None:
+        print(e2e_report.run_line(result), flush=True)
+
     try:
         results = e2e.run_workloads(
             chosen,
@@ -151,7 +175,9 @@ def _run_e2e(
             burst=args.burst if args.burst is not None else e2e.DEFAULT_BURST,
             policies=args.policies,
             progress=progress,
-            on_result=lambda r: print(e2e_report.markdown_row(r), end="", flush=True),
+            on_result=report,
+            rounds=args.rounds or 1,
+            profile_dir=Path(args.profile) if args.profile else None,
         )
     except KeyboardInterrupt:
         print("policyd bench: interrupted (every process stopped)", file=sys.stderr)

@@ -86,7 +86,9 @@ def test_first_histogram_prefers_the_first_present_name() -> None:
     assert name == "scheduler_scheduling_attempt_duration_seconds" and hist.count == 0
 
 
-def result(workload: str, scheduler: str, pods_per_second: float) -> report.E2EResult:
+def result(
+    workload: str, scheduler: str, pods_per_second: float, round_number: int = 1, p90: float = 20.0
+) -> report.E2EResult:
     return report.E2EResult(
         workload=workload,
         scheduler=scheduler,
@@ -98,13 +100,64 @@ def result(workload: str, scheduler: str, pods_per_second: float) -> report.E2ER
         seconds=1000 / pods_per_second,
         pods_per_second=pods_per_second,
         attempt_p50_ms=12.345,
+        attempt_p90_ms=p90,
         attempt_p99_ms=math.nan,
         algorithm_p50_ms=1.0,
         algorithm_p99_ms=2.0,
         peak_rss_mib=123.4,
         qps=50.0,
         burst=100,
+        create_pods_per_second=60.0,
+        round=round_number,
     )
+
+
+def test_median_of_odd_and_even_counts_leaves_nan_out() -> None:
+    assert report.median([3.0, 1.0, 2.0]) == 2.0
+    assert report.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    assert report.median([math.nan, 5.0, 1.0]) == 3.0
+    assert math.isnan(report.median([])) and math.isnan(report.median([math.nan]))
+
+
+def test_rounds_alternate_the_schedulers_order() -> None:
+    a, b = WORKLOADS["SchedulingBasic/500Nodes"], WORKLOADS["SchedulingNodeAffinity/500Nodes"]
+    schedulers = (e2e.KUBE_SCHEDULER, e2e.POLICYD)
+    first = [(w.name, s) for w, s in e2e.round_order([a, b], schedulers, 1)]
+    second = [(w.name, s) for w, s in e2e.round_order([a, b], schedulers, 2)]
+    third = [(w.name, s) for w, s in e2e.round_order([a, b], schedulers, 3)]
+    assert first == [
+        (a.name, e2e.KUBE_SCHEDULER),
+        (a.name, e2e.POLICYD),
+        (b.name, e2e.KUBE_SCHEDULER),
+        (b.name, e2e.POLICYD),
+    ]
+    assert second == [
+        (a.name, e2e.POLICYD),
+        (a.name, e2e.KUBE_SCHEDULER),
+        (b.name, e2e.POLICYD),
+        (b.name, e2e.KUBE_SCHEDULER),
+    ]
+    assert third == first
+    assert [s for _, s in e2e.round_order([a], (e2e.POLICYD,), 2)] == [e2e.POLICYD]
+
+
+def test_medians_over_rounds_and_ratio_of_medians() -> None:
+    wl = "SchedulingBasic/500Nodes"
+    results = [
+        result(wl, e2e.KUBE_SCHEDULER, 100.0, 1, p90=10.0),
+        result(wl, e2e.POLICYD, 150.0, 1, p90=30.0),
+        result(wl, e2e.POLICYD, 90.0, 2, p90=20.0),
+        result(wl, e2e.KUBE_SCHEDULER, 300.0, 2, p90=40.0),
+        result(wl, e2e.KUBE_SCHEDULER, 120.0, 3, p90=50.0),
+        result(wl, e2e.POLICYD, 180.0, 3, p90=10.0),
+    ]
+    summary = report.medians(results)
+    assert [(m.scheduler, m.rounds) for m in summary] == [(e2e.KUBE_SCHEDULER, 3), (e2e.POLICYD, 3)]
+    ks, pd = summary
+    assert (ks.pods_per_second, pd.pods_per_second) == (120.0, 150.0)
+    assert (ks.attempt_p90_ms, pd.attempt_p90_ms) == (40.0, 20.0)
+    assert math.isnan(ks.attempt_p99_ms)  # no round had a figure
+    assert report.ratios(summary) == {wl: 1.25}
 
 
 def test_ratios_and_table() -> None:
@@ -113,30 +166,85 @@ def test_ratios_and_table() -> None:
         result("SchedulingBasic/5000Nodes", e2e.POLICYD, 55.0),
         result("SchedulingNodeAffinity/5000Nodes", e2e.POLICYD, 20.0),  # no kube-scheduler run
     ]
-    assert report.ratios(results) == {"SchedulingBasic/5000Nodes": 1.1}
-    table = report.markdown_table(results).splitlines()
-    assert table[0].startswith("| workload | scheduler |") and "ratio" in table[0]
+    assert report.ratios(report.medians(results)) == {"SchedulingBasic/5000Nodes": 1.1}
+    lines = report.markdown_table(results).splitlines()
+    assert lines[0] == "Medians over rounds; each scheduler's client: QPS 50, burst 100."
+    table = lines[2:]
+    assert table[0].startswith("| workload | scheduler |") and "ratio" in table[0] and "p90" in table[0]
     assert len(table) == 2 + 3
     assert table[2] == (
-        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1000 | 50/100 | 50.0 |  | 12.3 | - "
-        "| 1.0 | 2.0 | 123 |"
+        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 12.3 | 20.0 | - | 1.0 | 123 "
+        "| 60.0 |"
     )
     assert "| 55.0 | 1.10x |" in table[3]
     assert "| 20.0 |  |" in table[4]
 
 
+def test_budgets_say_when_runs_differ() -> None:
+    same = [result("W", e2e.KUBE_SCHEDULER, 1.0), result("W", e2e.POLICYD, 1.0)]
+    assert report.budgets(same) == "each scheduler's client: QPS 50, burst 100"
+    other = report.E2EResult(**{**same[1].to_json(), "qps": 1000.0, "burst": 1000})
+    assert report.budgets([same[0], other]).startswith("client budgets differ between runs: ")
+
+
+def test_run_line_names_round_and_figures() -> None:
+    line = report.run_line(result("W", e2e.POLICYD, 42.0, 2))
+    assert line.startswith(
+        "round 2 W [policyd]: 1000/1000 bound, 42.0 pods/s, attempt p50/p90/p99 12.3/20.0/- ms"
+    )
+
+
 def test_write_results(tmp_path: Path) -> None:
     results = [
-        result("SchedulingBasic/5000Nodes", e2e.KUBE_SCHEDULER, 50.0),
-        result("SchedulingBasic/5000Nodes", e2e.POLICYD, 40.0),
+        result("SchedulingBasic/5000Nodes", e2e.KUBE_SCHEDULER, 50.0, 1),
+        result("SchedulingBasic/5000Nodes", e2e.POLICYD, 40.0, 1),
+        result("SchedulingBasic/5000Nodes", e2e.POLICYD, 60.0, 2),
+        result("SchedulingBasic/5000Nodes", e2e.KUBE_SCHEDULER, 50.0, 2),
     ]
     json_path, md_path = report.write_results(results, str(tmp_path))
     assert json_path.name.startswith("e2e-") and json_path.suffix == ".json"
     doc = json.loads(json_path.read_text())
-    assert doc["ratios"] == {"SchedulingBasic/5000Nodes": 0.8}
+    assert doc["ratios"] == {"SchedulingBasic/5000Nodes": 1.0}
+    assert [(r["scheduler"], r["round"]) for r in doc["results"]] == [
+        (e2e.KUBE_SCHEDULER, 1),
+        (e2e.POLICYD, 1),
+        (e2e.POLICYD, 2),
+        (e2e.KUBE_SCHEDULER, 2),
+    ]
+    assert [m["pods_per_second"] for m in doc["medians"]] == [50.0, 50.0]
     assert doc["results"][0]["attempt_p99_ms"] is None  # nan is not JSON
+    assert doc["budgets"] == "each scheduler's client: QPS 50, burst 100"
     assert {"cpu", "cores", "python"} <= set(doc["machine"])
-    assert "0.80x" in md_path.read_text()
+    assert "1.00x" in md_path.read_text()
+
+
+def test_profiler_command_records_all_threads_in_the_chosen_format(tmp_path: Path) -> None:
+    raw = procs.Profiler(1234, tmp_path / "run.txt").command("py-spy")
+    assert raw[:4] == ["py-spy", "record", "--pid", "1234"]
+    assert "--threads" in raw and "--idle" not in raw
+    assert raw[raw.index("--format") + 1] == "raw"
+    assert raw[raw.index("--output") + 1] == str(tmp_path / "run.txt")
+    svg = procs.Profiler(1234, tmp_path / "run.svg").command("py-spy")
+    assert svg[svg.index("--format") + 1] == "flamegraph"
+
+
+def test_500_node_workloads_mirror_the_5000_node_ones() -> None:
+    for family in (
+        "SchedulingBasic",
+        "SchedulingNodeAffinity",
+        "TopologySpreading",
+        "SchedulingPodAntiAffinity",
+        "Preemption",
+        "Unschedulable",
+    ):
+        small, large = WORKLOADS[f"{family}/500Nodes"], WORKLOADS[f"{family}/5000Nodes"]
+        assert (small.nodes, large.nodes) == (500, 5000)
+        assert [type(op) for op in small.ops] == [type(op) for op in large.ops]
+        templates = [op.template for op in small.ops if isinstance(op, CreatePods)]
+        assert templates == [op.template for op in large.ops if isinstance(op, CreatePods)]
+    # hostname anti-affinity: every pod needs its own node
+    anti = WORKLOADS["SchedulingPodAntiAffinity/500Nodes"]
+    assert sum(op.count for op in anti.ops if isinstance(op, CreatePods)) <= anti.nodes
 
 
 def test_scheduler_configs_carry_equal_qps_and_burst() -> None:
@@ -204,6 +312,11 @@ def test_bench_command_argument_checks() -> None:
     assert "--burst" in bench.usage_problem(bench_args("--mode", "e2e", "--burst", "0"))
     assert "--schedulers" in bench.usage_problem(bench_args("--mode", "e2e", "--schedulers", "x"))
     assert "positive" in bench.usage_problem(bench_args("--scale", "0"))
+    assert "--rounds must be at least 1" in bench.usage_problem(bench_args("--mode", "e2e", "--rounds", "0"))
+    assert "--rounds, --profile: only with" in bench.usage_problem(
+        bench_args("--rounds", "3", "--profile", "d")
+    )
+    assert bench.usage_problem(bench_args("--mode", "e2e", "--rounds", "3", "--profile", "d")) == ""
 
 
 def test_bench_command_rejects_bad_e2e_arguments_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
