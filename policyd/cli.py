@@ -1,4 +1,4 @@
-"""The `policyd` command line: run | simulate | lint | effective | test | eval | explain | bench."""
+"""The `policyd` command line: run | simulate | lint | effective | test | eval | explain | bench | snapshot | diff."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "eval": "Evaluate a CEL expression (or JSON Lines with --batch).",
     "explain": "Show the per-node, per-rule evaluation for one pod.",
     "bench": "Run the throughput benchmarks.",
+    "snapshot": "Write a cluster file of a live cluster (read-only).",
+    "diff": "Compare the placements of pending pods under two policy sets, and the rules behind each move.",
 }
 
 

@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from policyd.scheduler.backend import BindError, EventHandler, KubeObject
 from policyd.scheduler.cluster.volume_claims import claim_class
@@ -42,6 +42,9 @@ from policyd.scheduler.cluster.volume_store import (
     with_selected_node,
 )
 from policyd.scheduler.snapshot import PodInfoLike
+
+if TYPE_CHECKING:
+    from policyd.backends.cluster_file import ClusterObjects
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +123,11 @@ class SimulatedCluster:
         """Load a cluster file (YAML/JSON: kubectl get -o yaml, a List, multi-document)."""
         from policyd.backends.cluster_file import load_cluster
 
-        objects = load_cluster(path)
+        return cls.from_objects(load_cluster(path), replay_arrivals=replay_arrivals)
+
+    @classmethod
+    def from_objects(cls, objects: ClusterObjects, *, replay_arrivals: bool = False) -> SimulatedCluster:
+        """A simulated cluster of loaded cluster objects (a cluster file's, or a live cluster's)."""
         return cls(
             objects.nodes,
             objects.pods,

@@ -252,6 +252,40 @@ class AttemptLog:
             return list(self._by_pod)
 
 
+# a filter rule's verdict on one node of an attempt (`filter_verdict`)
+PASS = "pass"
+FAIL = "fail"
+NOT_EVALUATED = "-"  # the node was outside the cycle's node window
+NOT_APPLYING = "n/a"  # the rule's policy did not `match` the pod, or an earlier rule failed first
+UNKNOWN = ""  # an earlier rule failed and the later ones were not recorded
+
+
+def filter_verdict(
+    rec: NodeRecord, ref: RuleRef, not_applying: frozenset[str] | set[str] = frozenset()
+) -> tuple[str, tuple[str, ...]]:
+    """The verdict of filter rule `ref` on the node of `rec` (PASS, FAIL, ...) and a failure's reasons;
+    `not_applying`: the policies whose `match` was false for the pod."""
+    results = {r.rule: r for r in rec.results}
+    if ref in results:
+        r = results[ref]
+        return (PASS, ()) if r.passed else (FAIL, tuple(r.reasons) or (r.error or "",))
+    if rec.failure is not None and rec.failure.rule == ref:
+        return FAIL, tuple(rec.failure.reasons)
+    if not rec.evaluated:
+        return NOT_EVALUATED, ()
+    if ref.policy in not_applying or rec.results:
+        return NOT_APPLYING, ()
+    return (PASS if rec.failure is None else UNKNOWN), ()
+
+
+def not_applying_policies(attempt: Attempt) -> frozenset[str]:
+    """The policies of the attempt's rules whose `match` was false for the pod (explain mode)."""
+    if attempt.applied is None:
+        return frozenset()
+    applied = set(attempt.applied)
+    return frozenset(r.policy for r in (*attempt.filter_rules, *attempt.score_rules) if r.policy not in applied)
+
+
 def explain_table(attempt: Attempt) -> str:
     """A per-rule (rows), per-node (columns) text table of one attempt; failure reasons as footnotes.
 
@@ -265,27 +299,13 @@ def explain_table(attempt: Attempt) -> str:
         text = "; ".join(reasons)
         return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
 
-    applied = set(attempt.applied or ())
-    rules = (*attempt.filter_rules, *attempt.score_rules)
-    not_applying = (
-        {r.policy for r in rules if r.policy not in applied} if attempt.applied is not None else set()
-    )
+    not_applying = not_applying_policies(attempt)
     rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]
     for ref in attempt.filter_rules:
         row = [f"filter {_rule_name(ref)}"]
         for rec in attempt.nodes:
-            results = {r.rule: r for r in rec.results}
-            if ref in results:
-                r = results[ref]
-                row.append("pass" if r.passed else failed(r.reasons or (r.error or "",)))
-            elif rec.failure is not None and rec.failure.rule == ref:
-                row.append(failed(rec.failure.reasons))
-            elif not rec.evaluated:
-                row.append("-")
-            elif ref.policy in not_applying or rec.results:
-                row.append("n/a")
-            else:
-                row.append("pass" if rec.failure is None else "")
+            verdict, reasons = filter_verdict(rec, ref, not_applying)
+            row.append(failed(reasons) if verdict == FAIL else verdict)
         rows.append(row)
     for ref in attempt.score_rules:
         row = [f"score {_rule_name(ref)} (raw/norm/weighted)"]
