@@ -283,7 +283,9 @@ def not_applying_policies(attempt: Attempt) -> frozenset[str]:
     if attempt.applied is None:
         return frozenset()
     applied = set(attempt.applied)
-    return frozenset(r.policy for r in (*attempt.filter_rules, *attempt.score_rules) if r.policy not in applied)
+    return frozenset(
+        r.policy for r in (*attempt.filter_rules, *attempt.score_rules) if r.policy not in applied
+    )
 
 
 def explain_table(attempt: Attempt) -> str:

@@ -222,4 +222,4 @@ def test_snapshot_needs_only_the_deploy_clusterrole(
     names = {o["metadata"]["name"] for o in yaml.safe_load(out)["items"]}
     assert {f"{ns}-n1", "huge", f"high-{ns}", "data", "keep"} <= names
     code, _, err = _run(capsys, "snapshot", "--kubeconfig", bare)
-    assert code == 1 and "permission denied" in err and "cannot list resource \"nodes\"" in err
+    assert code == 1 and "permission denied" in err and 'cannot list resource "nodes"' in err

@@ -69,16 +69,16 @@ def resources(client: KubeClient) -> list[Resource]:
 
 
 def tidy(obj: Mapping[str, Any]) -> JSON:
-    """`obj` without the bookkeeping a cluster file does not need (a copy; spec and status kept)."""
-    out = dict(obj)
+    """`obj` without the bookkeeping a cluster file does not need (a copy; spec and status kept;
+    apiVersion, kind and metadata first)."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in DROPPED_METADATA}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in DROPPED_ANNOTATIONS}
     if annotations:
         meta["annotations"] = annotations
     else:
         meta.pop("annotations", None)
-    out["metadata"] = meta
-    return out
+    head = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta}
+    return head | {k: v for k, v in obj.items() if k not in head}
 
 
 def _order(obj: Mapping[str, Any]) -> tuple[int, str, str]:
