@@ -1,4 +1,4 @@
-"""The `policyd` command line: run | simulate | lint | effective | test | eval | explain | bench."""
+"""The `policyd` command line: run | simulate | lint | effective | test | eval | explain | bench | snapshot | diff."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "explain": "Show the per-node, per-rule evaluation for one pod.",
     "bench": "Run the throughput benchmarks.",
     "playground": "Serve a page on localhost to edit, lint and run policies on a cluster.",
+    "snapshot": "Write a cluster file of a live cluster (read-only).",
+    "diff": "Compare the placements of pending pods under two policy sets, and the rules behind each move.",
 }
 
 

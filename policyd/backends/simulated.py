@@ -127,7 +127,7 @@ class SimulatedCluster:
 
     @classmethod
     def from_objects(cls, objects: ClusterObjects, *, replay_arrivals: bool = False) -> SimulatedCluster:
-        """A cluster of loaded cluster-file objects (`cluster_file.load_cluster_text`)."""
+        """A simulated cluster of loaded cluster objects (a cluster file's, or a live cluster's)."""
         return cls(
             objects.nodes,
             objects.pods,

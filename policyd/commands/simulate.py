@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -13,11 +14,14 @@ from typing import Any, TextIO
 import yaml
 
 from policyd import shipped
+from policyd.backends.cluster_file import ClusterObjects, load_cluster
 from policyd.backends.simulated import SimulatedCluster
+from policyd.commands.snapshot import add_live_arguments, read_live, wants_live
 from policyd.errors import PolicydError
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler.attempts import Attempt, explain_table, scheduling_gated_message
 from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.cluster.objects import API_DEFAULT_SCHEDULER_NAME
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 
 # a pod failing this many cycles is reported as unschedulable rather than retried forever
@@ -105,6 +109,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         help="policy files/dirs (default: the shipped default.policy)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed for tie-breaks (default 0)")
+    add_live_arguments(parser)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,6 +147,13 @@ def _progress(stream: TextIO, total: int) -> Any:
     return show
 
 
+def load_policies(policy_paths: Sequence[str] | None) -> CompiledPolicySet:
+    """Compile the policy files/dirs (default: the shipped default.policy)."""
+    from policyd.compiler.profiles import compile_paths
+
+    return compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
+
+
 def simulate(
     cluster_path: str | None,
     policy_paths: Sequence[str] | None,
@@ -151,12 +163,21 @@ def simulate(
     arrivals: str = ALL_AT_ONCE,
 ) -> Simulation:
     """Load, compile and schedule every pending pod until the queue settles."""
-    from policyd.compiler.profiles import compile_paths
+    policies = load_policies(policy_paths)
+    objects = load_cluster(cluster_path or str(shipped.example_cluster()))
+    return simulate_objects(policies, objects, seed, explain, progress_stream, arrivals)
 
-    policies = compile_paths(list(policy_paths or [str(shipped.default_policy())]), generation=1)
-    cluster = SimulatedCluster.from_file(
-        cluster_path or str(shipped.example_cluster()), replay_arrivals=arrivals == CREATION_TIME
-    )
+
+def simulate_objects(
+    policies: CompiledPolicySet,
+    objects: ClusterObjects,
+    seed: int = 0,
+    explain: bool = False,
+    progress_stream: TextIO | None = None,
+    arrivals: str = ALL_AT_ONCE,
+) -> Simulation:
+    """Schedule every pending pod of loaded cluster objects (a file's or a live cluster's) until the queue settles."""
+    cluster = SimulatedCluster.from_objects(objects, replay_arrivals=arrivals == CREATION_TIME)
     pending = len(SimulatedCluster.pending_in_queue_order(cluster.pods()))
     show = _progress(progress_stream, pending) if progress_stream is not None else None
     started = time.perf_counter()
@@ -165,6 +186,27 @@ def simulate(
     if show is not None and progress_stream is not None:
         progress_stream.write("\n")
     return Simulation(scheduler, cluster, placements(scheduler, cluster), seconds)
+
+
+def served_pending(objects: ClusterObjects, policies: CompiledPolicySet) -> ClusterObjects:
+    """`objects` with only the pending pods a profile of `policies` serves (by spec.schedulerName), as
+    `policyd run` would take them from a live cluster; bound pods all stay."""
+    pods = tuple(
+        p
+        for p in objects.pods
+        if (p.get("spec") or {}).get("nodeName")
+        or ((p.get("spec") or {}).get("schedulerName") or API_DEFAULT_SCHEDULER_NAME) in policies.profiles
+    )
+    return dataclasses.replace(objects, pods=pods)
+
+
+def simulate_live(
+    args: argparse.Namespace, explain: bool = False, progress_stream: TextIO | None = None
+) -> Simulation:
+    """`--from-cluster`: the live cluster's pending pods served by the policies, scheduled in memory (nothing is bound)."""
+    policies = load_policies(args.policies)
+    objects = served_pending(read_live(args), policies)
+    return simulate_objects(policies, objects, args.seed, explain, progress_stream, args.arrivals)
 
 
 def run_simulation(
@@ -258,15 +300,21 @@ def explanation(sim: Simulation) -> tuple[str, list[Attempt]] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; returns the exit code."""
+    if wants_live(args) and args.cluster:
+        print("policyd simulate: error: --cluster and --from-cluster exclude each other", file=sys.stderr)
+        return 2
     try:
-        sim = simulate(
-            args.cluster,
-            args.policies,
-            args.seed,
-            explain=args.explain,
-            progress_stream=sys.stderr,
-            arrivals=args.arrivals,
-        )
+        if wants_live(args):
+            sim = simulate_live(args, explain=args.explain, progress_stream=sys.stderr)
+        else:
+            sim = simulate(
+                args.cluster,
+                args.policies,
+                args.seed,
+                explain=args.explain,
+                progress_stream=sys.stderr,
+                arrivals=args.arrivals,
+            )
     except PolicydError as exc:
         print(f"policyd simulate: {exc}", file=sys.stderr)
         return 1

@@ -252,6 +252,42 @@ class AttemptLog:
             return list(self._by_pod)
 
 
+# a filter rule's verdict on one node of an attempt (`filter_verdict`; `RuleCell.verdict`)
+PASS = "pass"
+FAIL = "fail"
+NOT_EVALUATED = "-"  # the node was outside the cycle's node window
+NOT_APPLYING = "n/a"  # the rule's policy did not `match` the pod, or an earlier rule failed first
+UNKNOWN = ""  # an earlier rule failed and the later ones were not recorded
+
+
+def filter_verdict(
+    rec: NodeRecord, ref: RuleRef, not_applying: frozenset[str] | set[str] = frozenset()
+) -> tuple[str, tuple[str, ...]]:
+    """The verdict of filter rule `ref` on the node of `rec` (PASS, FAIL, ...) and a failure's reasons;
+    `not_applying`: the policies whose `match` was false for the pod."""
+    results = {r.rule: r for r in rec.results}
+    if ref in results:
+        r = results[ref]
+        return (PASS, ()) if r.passed else (FAIL, tuple(r.reasons) or (r.error or "",))
+    if rec.failure is not None and rec.failure.rule == ref:
+        return FAIL, tuple(rec.failure.reasons)
+    if not rec.evaluated:
+        return NOT_EVALUATED, ()
+    if ref.policy in not_applying or rec.results:
+        return NOT_APPLYING, ()
+    return (PASS if rec.failure is None else UNKNOWN), ()
+
+
+def not_applying_policies(attempt: Attempt) -> frozenset[str]:
+    """The policies of the attempt's rules whose `match` was false for the pod (explain mode)."""
+    if attempt.applied is None:
+        return frozenset()
+    applied = set(attempt.applied)
+    return frozenset(
+        r.policy for r in (*attempt.filter_rules, *attempt.score_rules) if r.policy not in applied
+    )
+
+
 @dataclass(frozen=True)
 class RuleCell:
     """One rule on one node of an attempt: a filter's verdict or a score rule's parts.
@@ -285,29 +321,13 @@ def explain_rows(attempt: Attempt) -> list[RuleRow]:
     With the applied policies recorded (explain mode), the rules of a policy whose `match` is false for
     the pod read `n/a`, its score rules included (they were not evaluated: no raw 0).
     """
-    applied = set(attempt.applied or ())
-    rules = (*attempt.filter_rules, *attempt.score_rules)
-    not_applying = (
-        {r.policy for r in rules if r.policy not in applied} if attempt.applied is not None else set()
-    )
+    not_applying = not_applying_policies(attempt)
     out: list[RuleRow] = []
     for ref in attempt.filter_rules:
         cells = []
         for rec in attempt.nodes:
-            results = {r.rule: r for r in rec.results}
-            if ref in results:
-                r = results[ref]
-                cells.append(
-                    RuleCell("pass") if r.passed else RuleCell("fail", tuple(r.reasons) or (r.error or "",))
-                )
-            elif rec.failure is not None and rec.failure.rule == ref:
-                cells.append(RuleCell("fail", tuple(rec.failure.reasons)))
-            elif not rec.evaluated:
-                cells.append(RuleCell("-"))
-            elif ref.policy in not_applying or rec.results:
-                cells.append(RuleCell("n/a"))
-            else:
-                cells.append(RuleCell("pass" if rec.failure is None else ""))
+            verdict, reasons = filter_verdict(rec, ref, not_applying)
+            cells.append(RuleCell(verdict, reasons))
         out.append(RuleRow("filter", ref, tuple(cells)))
     for ref in attempt.score_rules:
         cells = []
@@ -315,9 +335,9 @@ def explain_rows(attempt: Attempt) -> list[RuleRow]:
             parts = {s.rule: s for s in rec.score.rules} if rec.score else {}
             s = parts.get(ref)
             if s is not None and ref.policy in not_applying:
-                cells.append(RuleCell("n/a"))
+                cells.append(RuleCell(NOT_APPLYING))
             else:
-                cells.append(RuleCell("score", score=s) if s else RuleCell(""))
+                cells.append(RuleCell("score", score=s) if s else RuleCell(UNKNOWN))
         out.append(RuleRow("score", ref, tuple(cells)))
     return out
 
@@ -328,7 +348,7 @@ def explain_table(attempt: Attempt) -> str:
     notes: dict[str, int] = {}
 
     def shown(cell: RuleCell) -> str:
-        if cell.verdict == "fail":
+        if cell.verdict == FAIL:
             text = "; ".join(cell.reasons)
             return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
         if cell.score is not None:

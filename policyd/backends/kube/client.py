@@ -127,11 +127,14 @@ class RateLimiter:
             time.sleep(delay)
 
 
-def load_configuration(kubeconfig: str | None = None, master: str | None = None) -> k8s_client.Configuration:
-    """Client configuration from a kubeconfig file, else in-cluster; `master` overrides the server URL."""
+def load_configuration(
+    kubeconfig: str | None = None, master: str | None = None, context: str | None = None
+) -> k8s_client.Configuration:
+    """Client configuration from a kubeconfig file, else in-cluster; `master` overrides the server URL;
+    `context` picks a kubeconfig context other than the current one."""
     cfg = k8s_client.Configuration()
     if kubeconfig:
-        load_kubeconfig(kubeconfig, cfg)
+        load_kubeconfig(kubeconfig, cfg, context)
     elif master:
         cfg.host = master
     else:
@@ -139,7 +142,7 @@ def load_configuration(kubeconfig: str | None = None, master: str | None = None)
             k8s_config.load_incluster_config(client_configuration=cfg)
         except k8s_config.ConfigException:
             try:
-                k8s_config.load_kube_config(client_configuration=cfg, persist_config=False)
+                k8s_config.load_kube_config(client_configuration=cfg, persist_config=False, context=context)
             except (k8s_config.ConfigException, OSError, TypeError) as err:
                 raise PolicydError(
                     "no cluster configuration: not running in a pod and no kubeconfig found; "
@@ -150,8 +153,8 @@ def load_configuration(kubeconfig: str | None = None, master: str | None = None)
     return cfg
 
 
-def load_kubeconfig(path: str, cfg: k8s_client.Configuration) -> None:
-    """Fill `cfg` from the current context of kubeconfig `path`; raises PolicydError naming the file."""
+def load_kubeconfig(path: str, cfg: k8s_client.Configuration, context: str | None = None) -> None:
+    """Fill `cfg` from the current context (or `context`) of kubeconfig `path`; raises PolicydError naming the file."""
     if not os.path.isfile(path):
         raise PolicydError(
             f"kubeconfig {path}: no such file"
@@ -159,7 +162,9 @@ def load_kubeconfig(path: str, cfg: k8s_client.Configuration) -> None:
             else f"kubeconfig {path}: not a file"
         )
     try:
-        k8s_config.load_kube_config(config_file=path, client_configuration=cfg, persist_config=False)
+        k8s_config.load_kube_config(
+            config_file=path, client_configuration=cfg, persist_config=False, context=context
+        )
     except k8s_config.ConfigException as err:
         raise PolicydError(f"kubeconfig {path}: {_kubeconfig_problem(str(err))}") from err
     except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as err:
@@ -209,9 +214,10 @@ class KubeClient:
         master: str | None = None,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
+        context: str | None = None,
     ) -> KubeClient:
-        """A client for the cluster named by a kubeconfig / URL, or the in-cluster service account."""
-        return cls(load_configuration(kubeconfig, master), qps=qps, burst=burst)
+        """A client for the cluster named by a kubeconfig / URL (and context), or the in-cluster service account."""
+        return cls(load_configuration(kubeconfig, master, context), qps=qps, burst=burst)
 
     def sibling(self, user_agent: str) -> KubeClient:
         """A client for the same server and credentials with its own connections and its own QPS/burst.

@@ -1,0 +1,1 @@
+"""What-if: how the placements of a cluster change between two policy sets (`policyd diff`)."""
