@@ -31,6 +31,7 @@ Obj = dict[str, Any]
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 
 _KINDS = {
+    "Namespace": "namespaces",  # kept for a namespace selector's labels
     "Node": "nodes",
     "Pod": "pods",
     "PodDisruptionBudget": "pdbs",
@@ -72,6 +73,7 @@ class ClusterObjects:
     storage_classes: tuple[Obj, ...] = ()
     csi_nodes: tuple[Obj, ...] = ()
     csi_drivers: tuple[Obj, ...] = ()
+    namespaces: tuple[Obj, ...] = ()
     source: str = "<objects>"
 
     def storage(self) -> tuple[Obj, ...]:
@@ -290,6 +292,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         storage_classes=tuple(_class_defaults(sc) for sc in buckets["storage_classes"]),
         csi_nodes=tuple(buckets["csi_nodes"]),
         csi_drivers=tuple(buckets["csi_drivers"]),
+        namespaces=tuple(buckets["namespaces"]),
         source=source,
     )
 

@@ -123,6 +123,7 @@ def test_snapshot_then_simulate_places_pods_as_simulate_from_cluster(
     mine = [o for o in snapshot["items"] if ns in (o["metadata"].get("namespace"), o["metadata"]["name"])]
     kinds = {o["kind"] for o in snapshot["items"]}
     assert {
+        "Namespace",
         "Node",
         "Pod",
         "PodDisruptionBudget",
@@ -220,6 +221,6 @@ def test_snapshot_needs_only_the_deploy_clusterrole(
     code, out, err = _run(capsys, "snapshot", "--kubeconfig", good)
     assert code == 0, err
     names = {o["metadata"]["name"] for o in yaml.safe_load(out)["items"]}
-    assert {f"{ns}-n1", "huge", f"high-{ns}", "data", "keep"} <= names
+    assert {ns, f"{ns}-n1", "huge", f"high-{ns}", "data", "keep"} <= names  # ns: the Namespace itself
     code, _, err = _run(capsys, "snapshot", "--kubeconfig", bare)
     assert code == 1 and "permission denied" in err and 'cannot list resource "nodes"' in err

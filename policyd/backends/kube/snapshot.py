@@ -4,8 +4,9 @@
 `ApiBackend` watches for the scheduler: nodes, non-terminal pods, PodDisruptionBudgets (policy/v1, or
 v1beta1 on older servers), PriorityClasses, the workloads selecting pods (Services,
 ReplicationControllers, ReplicaSets, StatefulSets) and the storage objects of the volume plugins (PVs,
-PVCs, StorageClasses, CSINodes, CSIDrivers). deploy/clusterrole.yaml grants all of these; nothing else
-is read (Namespaces are not: the scheduler reads none). Objects keep their spec and status (policies
+PVCs, StorageClasses, CSINodes, CSIDrivers), and the Namespaces (their labels are what a namespace
+selector matches; the cluster file keeps them). deploy/clusterrole.yaml grants all of these (read-only);
+nothing else is read. Objects keep their spec and status (policies
 may read any field) and lose the bookkeeping a cluster file does not need (managedFields,
 resourceVersion, selfLink, generation, kubectl's last-applied annotation). The order is deterministic:
 by kind (the order below), then namespace and name.
@@ -36,6 +37,7 @@ __all__ = ["KIND_ORDER", "read_cluster", "read_objects", "render", "snapshot_doc
 
 # kinds in the order a snapshot lists them: what others refer to first (classes, nodes, volumes), pods last
 KIND_ORDER = (
+    "Namespace",
     "PriorityClass",
     "StorageClass",
     "CSIDriver",
@@ -50,6 +52,7 @@ KIND_ORDER = (
     "StatefulSet",
     "Pod",
 )
+NAMESPACES = Resource("v1", "namespaces", "Namespace")
 # metadata a cluster file does not need: API bookkeeping, never read by a scheduler
 DROPPED_METADATA = ("managedFields", "resourceVersion", "selfLink", "generation")
 DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -60,6 +63,7 @@ def resources(client: KubeClient) -> list[Resource]:
     pdbs = pdb_resource(client)
     return [
         NODES,
+        NAMESPACES,
         PODS,
         *([pdbs] if pdbs is not None else []),
         PRIORITY_CLASSES,

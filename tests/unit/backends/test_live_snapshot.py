@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from policyd.backends.cluster_file import cluster_objects, load_cluster_text
-from policyd.backends.kube.snapshot import render, snapshot_document, tidy
+from policyd.backends.kube.snapshot import KIND_ORDER, render, snapshot_document, tidy
 from policyd.commands.explain import as_if_pending
 from policyd.commands.simulate import load_policies, served_pending
 
@@ -73,3 +73,23 @@ def test_explain_evaluates_a_running_pod_as_if_unbound_and_alone() -> None:
     assert sorted(pods) == ["nominee", "other", "run"]
     assert "nodeName" not in pods["run"]["spec"] and pods["run"]["status"] == {"phase": "Pending"}
     assert pods["other"]["spec"]["nodeName"] == "n2"
+
+
+def test_a_snapshot_keeps_namespaces_and_loads_back() -> None:
+    """Namespaces come first in a snapshot, keep their labels and load back as cluster-file objects."""
+    objects = [
+        tidy(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": "n1", "resourceVersion": "9"},
+                "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}},
+            }
+        ),
+        tidy({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"t": "a"}}}),
+    ]
+    text = render(snapshot_document(sorted(objects, key=lambda o: KIND_ORDER.index(o["kind"]))), "yaml")
+    loaded = load_cluster_text(text, "snap.yaml")
+    assert [n["metadata"]["labels"] for n in loaded.namespaces] == [{"t": "a"}]
+    assert [n["metadata"]["name"] for n in loaded.nodes] == ["n1"]
+    assert text.index("kind: Namespace") < text.index("kind: Node")
