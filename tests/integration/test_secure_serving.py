@@ -19,7 +19,7 @@ from policyd.envtest import LocalControlPlane, free_port
 
 from .apiserver import KubeTestContext
 from .test_api_backend import wait_for
-from .test_run import POLICY, REPO, apply_deploy_rbac, service_account_kubeconfig
+from .test_run import POLICY, REPO, apply_deploy_rbac, service_account_kubeconfig, service_account_token
 
 RBAC = "rbac.authorization.k8s.io/v1"
 
@@ -39,18 +39,6 @@ def get(url: str, token: str = "") -> tuple[int, str]:
         return err.code, err.read().decode()
     except OSError as err:
         return 0, str(err)
-
-
-def token_of(kube: KubeClient, ns: str, name: str) -> str:
-    """A new ServiceAccount `ns/name` and a token for it."""
-    kube.request("POST", object_path("v1", "serviceaccounts", ns), body={"metadata": {"name": name}})
-    req = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
-    }
-    answer = kube.request("POST", object_path("v1", "serviceaccounts", ns, name) + "/token", body=req)
-    return str(answer["status"]["token"])
 
 
 def apply_metrics_reader(kube: KubeClient, suffix: str, ns: str, account: str) -> None:
@@ -73,7 +61,7 @@ def test_metrics_need_an_authorised_token_and_probes_need_none(
     policyd = service_account_kubeconfig(
         kube, control_plane, "policyd-system", "policyd" + suffix, tmp_path / "kubeconfig"
     )
-    reader, nobody = token_of(kube, ns, "reader"), token_of(kube, ns, "nobody")
+    reader, nobody = service_account_token(kube, ns, "reader"), service_account_token(kube, ns, "nobody")
     apply_metrics_reader(kube, suffix, ns, "reader")
     port = free_port()
     args = [sys.executable, "-m", "policyd.cli", "-v", "run", "--kubeconfig", policyd, "--policies", POLICY]
