@@ -168,7 +168,7 @@ def _serving_flags(args: argparse.Namespace, serving: dict[str, Any]) -> dict[st
     """The `serving` section with the serving flags applied."""
     out = {key: dict(value) if isinstance(value, dict) else value for key, value in serving.items()}
     if args.port is not None:
-        given = [f"--{flag.replace('_', '-')}" for flag in SECURE_FLAGS if getattr(args, flag)]
+        given = [f"--{flag.replace('_', '-')}" for flag in SECURE_FLAGS if vars(args)[flag]]
         if given:
             raise PolicydError(
                 f"--port serves plain HTTP, which has no {', '.join(given)}: use --secure-port"
@@ -189,7 +189,7 @@ def _serving_flags(args: argparse.Namespace, serving: dict[str, Any]) -> dict[st
         ("authorization_webhook_cache_authorized_ttl", "authorization", "allowCacheTTLSeconds"),
         ("authorization_webhook_cache_unauthorized_ttl", "authorization", "denyCacheTTLSeconds"),
     ):
-        value = getattr(args, flag)
+        value = vars(args)[flag]
         if value is not None:
             out[section][key] = value
     return out
