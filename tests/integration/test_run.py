@@ -143,8 +143,13 @@ def service_account_kubeconfig(
     return str(path)
 
 
-def apply_deploy_rbac(kube: KubeClient, suffix: str) -> None:
-    """deploy/clusterrole.yaml with names suffixed (tests share one apiserver)."""
+def apply_deploy_rbac(
+    kube: KubeClient,
+    suffix: str,
+    manifest: str = "clusterrole.yaml",
+    subjects: list[dict[str, str]] | None = None,
+) -> None:
+    """deploy/`manifest` with names suffixed (tests share one apiserver); bindings to `subjects` if given."""
     try:
         kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "policyd-system"}})
     except ApiError as err:
@@ -156,12 +161,14 @@ def apply_deploy_rbac(kube: KubeClient, suffix: str) -> None:
         "Role": "roles",
         "RoleBinding": "rolebindings",
     }
-    for doc in yaml.safe_load_all((REPO / "deploy" / "clusterrole.yaml").read_text()):
+    for doc in yaml.safe_load_all((REPO / "deploy" / manifest).read_text()):
         doc["metadata"]["name"] += suffix
         if "roleRef" in doc:
             doc["roleRef"]["name"] += suffix
         for subject in doc.get("subjects", []):
             subject["name"] += suffix
+        if "subjects" in doc and subjects is not None:
+            doc["subjects"] = subjects
         ns = doc["metadata"].get("namespace")
         kube.request("POST", object_path("rbac.authorization.k8s.io/v1", paths[doc["kind"]], ns), body=doc)
 

@@ -12,16 +12,12 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import yaml
-
-from policyd.backends.kube.client import KubeClient, object_path
+from policyd.backends.kube.client import KubeClient
 from policyd.envtest import LocalControlPlane, free_port
 
 from .apiserver import KubeTestContext
 from .test_api_backend import wait_for
 from .test_run import POLICY, REPO, apply_deploy_rbac, service_account_kubeconfig, service_account_token
-
-RBAC = "rbac.authorization.k8s.io/v1"
 
 
 def get(url: str, token: str = "") -> tuple[int, str]:
@@ -41,17 +37,6 @@ def get(url: str, token: str = "") -> tuple[int, str]:
         return 0, str(err)
 
 
-def apply_metrics_reader(kube: KubeClient, suffix: str, ns: str, account: str) -> None:
-    """deploy/metrics-reader.yaml with names suffixed and `ns/account` as the subject."""
-    for doc in yaml.safe_load_all((REPO / "deploy" / "metrics-reader.yaml").read_text()):
-        doc["metadata"]["name"] += suffix
-        if "roleRef" in doc:
-            doc["roleRef"]["name"] += suffix
-            doc["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": ns}]
-        plural = "clusterroles" if doc["kind"] == "ClusterRole" else "clusterrolebindings"
-        kube.request("POST", object_path(RBAC, plural), body=doc)
-
-
 def test_metrics_need_an_authorised_token_and_probes_need_none(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, tmp_path: Path
 ) -> None:
@@ -62,7 +47,8 @@ def test_metrics_need_an_authorised_token_and_probes_need_none(
         kube, control_plane, "policyd-system", "policyd" + suffix, tmp_path / "kubeconfig"
     )
     reader, nobody = service_account_token(kube, ns, "reader"), service_account_token(kube, ns, "nobody")
-    apply_metrics_reader(kube, suffix, ns, "reader")
+    reader_account = {"kind": "ServiceAccount", "name": "reader", "namespace": ns}
+    apply_deploy_rbac(kube, suffix, "metrics-reader.yaml", subjects=[reader_account])
     port = free_port()
     args = [sys.executable, "-m", "policyd.cli", "-v", "run", "--kubeconfig", policyd, "--policies", POLICY]
     args += ["--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(port)]
