@@ -24,9 +24,9 @@ def starting(version: str, settings: Iterable[tuple[str, object]]) -> None:
     log.info("starting policyd version=%s %s", version, fields)
 
 
-def serving(address: str, port: int) -> None:
-    """The probes and /metrics are served (kube-scheduler: "Serving securely on ...")."""
-    log.info("serving probes and metrics on http://%s:%d", address, port)
+def serving(url: str) -> None:
+    """The probes and /metrics are served at `url` (kube-scheduler: "Serving securely on ...")."""
+    log.info("serving probes and metrics on %s", url)
 
 
 def leader_elected(lease: str, identity: str) -> None:

@@ -74,7 +74,8 @@ def policyd_config(
         "profiles": [{"schedulerName": POLICYD, "policySources": [{"path": p} for p in policies]}],
         "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": burst},
         "leaderElection": {"leaderElect": False},
-        "serving": {"bindAddress": "127.0.0.1", "port": port},
+        # plain HTTP on loopback: the bench reads /metrics as it reads kube-scheduler's insecure port
+        "serving": {"bindAddress": "127.0.0.1", "port": port, "insecure": True},
     }
 
 

@@ -28,7 +28,11 @@ from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.queue import QueueConfig
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
 from policyd.service import config as configuration
-from policyd.service.config import Config, PolicySourceRef
+from policyd.service import tls
+from policyd.service.authentication import DelegatedAuthenticator
+from policyd.service.authorization import DelegatedAuthorizer
+from policyd.service.config import Config, PolicySourceRef, SecureServing
+from policyd.service.delegated_auth import DelegatedAccess
 from policyd.service.http import Passed, ServingEndpoints
 from policyd.service.reload import ConfigMapSource, FileSource, PolicyReloader, PolicySource, ReloadOutcome
 
@@ -39,6 +43,16 @@ EXIT_ERROR = 1
 EXIT_LOST_LEASE = 1
 RELOAD_FAILED = "PolicyReloadFailed"  # reason of the Warning Event on a policy ConfigMap
 CONFIGMAP_DEBOUNCE = 0.02  # a ConfigMap update is one atomic event: no burst of saves to wait out
+# what delegated authentication/authorization create with the client connection's credentials
+TOKEN_REVIEW_PERMISSION = ("create", "authentication.k8s.io", "tokenreviews")
+ACCESS_REVIEW_PERMISSION = ("create", "authorization.k8s.io", "subjectaccessreviews")
+SECURE_FLAGS = (
+    "tls_cert_file",
+    "tls_private_key_file",
+    "client_ca_file",
+    "authentication_kubeconfig",
+    "authorization_kubeconfig",
+)
 
 
 def _bool(text: str) -> bool:
@@ -48,6 +62,28 @@ def _bool(text: str) -> bool:
     if value in ("false", "0", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _duration(text: str) -> float:
+    """Seconds from a Go-style duration (`10s`, `500ms`, `1m`) or a bare number of seconds."""
+    value = text.strip()
+    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if value.endswith(suffix):
+            value, factor = value[: -len(suffix)], scale
+            break
+    else:
+        factor = 1.0
+    try:
+        seconds = float(value) * factor
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 10s, got {text!r}") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"expected a duration of 0 or more, got {text!r}")
+    return seconds
+
+
+def _paths(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +103,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lease", metavar="NAMESPACE/NAME", help="the leader-election Lease")
     parser.add_argument("--bind-address", help="address of the health/metrics server (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port of the health/metrics server (default 10259; 0: any)")
+    ports = parser.add_mutually_exclusive_group()
+    ports.add_argument(
+        "--secure-port",
+        type=int,
+        help="HTTPS port of /healthz, /metrics, ... with delegated authentication (default 10259; 0: any)",
+    )
+    ports.add_argument(
+        "--port",
+        type=int,
+        help="serve plain HTTP without authentication on this port instead (local use only; 0: any)",
+    )
+    parser.add_argument("--tls-cert-file", help="serving certificate (default: self-signed, in memory)")
+    parser.add_argument("--tls-private-key-file", help="private key of --tls-cert-file")
+    parser.add_argument(
+        "--client-ca-file", help="CA whose client certificates authenticate (CN user, O groups)"
+    )
+    parser.add_argument(
+        "--authentication-kubeconfig", help="where TokenReviews are created (default: the cluster connection)"
+    )
+    parser.add_argument(
+        "--authorization-kubeconfig",
+        help="where SubjectAccessReviews are created (default: the cluster connection)",
+    )
+    parser.add_argument(
+        "--authorization-always-allow-paths",
+        type=_paths,
+        metavar="PATHS",
+        help="comma-separated paths served without authorization (default /healthz,/readyz,/livez)",
+    )
+    parser.add_argument("--authentication-token-webhook-cache-ttl", type=_duration, metavar="DURATION")
+    parser.add_argument("--authorization-webhook-cache-authorized-ttl", type=_duration, metavar="DURATION")
+    parser.add_argument("--authorization-webhook-cache-unauthorized-ttl", type=_duration, metavar="DURATION")
     parser.add_argument("--write-config-to", metavar="FILE", help="write the default configuration and exit")
 
 
@@ -87,12 +154,7 @@ def effective_config(args: argparse.Namespace) -> Config:
         if not ns or not name:
             raise PolicydError(f"--lease: expected NAMESPACE/NAME, got {args.lease!r}")
         raw["leaderElection"] = dict(raw["leaderElection"], resourceNamespace=ns, resourceName=name)
-    serving = dict(raw["serving"])
-    if args.bind_address:
-        serving["bindAddress"] = args.bind_address
-    if args.port is not None:
-        serving["port"] = args.port
-    raw["serving"] = serving
+    raw["serving"] = _serving_flags(args, raw["serving"])
     client = dict(raw["clientConnection"])
     if args.kubeconfig:
         client["kubeconfig"] = args.kubeconfig
@@ -100,6 +162,37 @@ def effective_config(args: argparse.Namespace) -> Config:
         client["master"] = args.master
     raw["clientConnection"] = client
     return configuration.from_dict(raw, args.config or "<flags>")
+
+
+def _serving_flags(args: argparse.Namespace, serving: dict[str, Any]) -> dict[str, Any]:
+    """The `serving` section with the serving flags applied."""
+    out = {key: dict(value) if isinstance(value, dict) else value for key, value in serving.items()}
+    if args.port is not None:
+        given = [f"--{flag.replace('_', '-')}" for flag in SECURE_FLAGS if vars(args)[flag]]
+        if given:
+            raise PolicydError(
+                f"--port serves plain HTTP, which has no {', '.join(given)}: use --secure-port"
+            )
+        out.update(port=args.port, insecure=True)
+    if args.secure_port is not None:
+        out.update(port=args.secure_port, insecure=False)
+    if args.bind_address:
+        out["bindAddress"] = args.bind_address
+    for flag, section, key in (
+        ("tls_cert_file", "tls", "certFile"),
+        ("tls_private_key_file", "tls", "privateKeyFile"),
+        ("client_ca_file", "tls", "clientCAFile"),
+        ("authentication_kubeconfig", "authentication", "kubeconfig"),
+        ("authorization_kubeconfig", "authorization", "kubeconfig"),
+        ("authorization_always_allow_paths", "authorization", "alwaysAllowPaths"),
+        ("authentication_token_webhook_cache_ttl", "authentication", "cacheTTLSeconds"),
+        ("authorization_webhook_cache_authorized_ttl", "authorization", "allowCacheTTLSeconds"),
+        ("authorization_webhook_cache_unauthorized_ttl", "authorization", "denyCacheTTLSeconds"),
+    ):
+        value = vars(args)[flag]
+        if value is not None:
+            out[section][key] = value
+    return out
 
 
 def policy_sources(cfg: Config) -> tuple[list[PolicySource], ConfigMapSource | None]:
@@ -143,9 +236,12 @@ class Runner:
             cfg.kubeconfig or None, cfg.master or None, qps=cfg.qps, burst=cfg.burst
         )
         self.metrics = SchedulerMetrics()
+        self.review_clients: dict[str, KubeClient] = {}  # kubeconfig ("": the run's) -> client
         self.server = ServingEndpoints(
             self.metrics.registry, address=cfg.bind_address, port=cfg.port, configz=lambda: cfg.raw
         )
+        if cfg.secure is not None:
+            self._serve_securely(cfg.secure)
         self.scheduler: Scheduler | None = None
         self.backend: ApiBackend | None = None
         self.elector: LeaderElector | None = None
@@ -155,11 +251,55 @@ class Runner:
 
     # ---- startup ----------------------------------------------------------------------------------
 
+    def _serve_securely(self, secure: SecureServing) -> None:
+        """HTTPS (a self-signed certificate without files) and delegated authentication/authorization."""
+        generated = None
+        if not secure.cert_file:
+            generated = tls.self_signed(tls.default_hosts(self.cfg.bind_address))
+        self.server.tls = tls.server_context(
+            secure.cert_file, secure.key_file, secure.client_ca_file, generated
+        )
+        self.server.access = DelegatedAccess(
+            DelegatedAuthenticator(
+                self._review_client(secure.authentication_kubeconfig), secure.token_cache_ttl
+            ),
+            DelegatedAuthorizer(
+                self._review_client(secure.authorization_kubeconfig),
+                secure.always_allow_paths,
+                secure.allow_cache_ttl,
+                secure.deny_cache_ttl,
+            ),
+        )
+
+    def _review_client(self, kubeconfig: str) -> KubeClient:
+        """The client TokenReviews / SubjectAccessReviews go through (own connections and rate limit)."""
+        if kubeconfig not in self.review_clients:
+            self.review_clients[kubeconfig] = (
+                KubeClient.connect(kubeconfig, qps=self.cfg.qps, burst=self.cfg.burst)
+                if kubeconfig
+                else self.client.sibling("policyd/delegated-auth")
+            )
+        return self.review_clients[kubeconfig]
+
+    def _review_permissions(self) -> tuple[tuple[str, str, str], ...]:
+        """Review permissions the run's own credentials need (those no separate kubeconfig provides)."""
+        secure = self.cfg.secure
+        if secure is None:
+            return ()
+        needed = []
+        if not secure.authentication_kubeconfig:
+            needed.append(TOKEN_REVIEW_PERMISSION)
+        if not secure.authorization_kubeconfig:
+            needed.append(ACCESS_REVIEW_PERMISSION)
+        return tuple(needed)
+
     def preflight(self) -> None:
         """Fail early, naming every permission the service account lacks."""
         le = self.cfg.leader_election
         cm_namespaces = tuple(sorted({s.config_map_ref[0] for s in self.cfg.config_map_sources()}))
-        missing = missing_permissions(self.client, le.namespace if le.leader_elect else None, cm_namespaces)
+        missing = missing_permissions(
+            self.client, le.namespace if le.leader_elect else None, cm_namespaces, self._review_permissions()
+        )
         if missing:
             raise PolicydError(
                 "permission denied: policyd's credentials lack: "
@@ -254,6 +394,7 @@ class Runner:
                 ("percentageOfNodesToScore", cfg.percentage_of_nodes_to_score),
                 ("bindParallelism", cfg.bind_parallelism),
                 ("port", cfg.port),
+                ("serving", "http (no authentication)" if cfg.secure is None else "https+delegated-auth"),
             ),
         )
         self.server.start()
@@ -353,6 +494,8 @@ class Runner:
         if self.reloader is not None:
             self.reloader.stop()
         self.server.stop()
+        for client in self.review_clients.values():
+            client.close()
         self.client.close()
 
 

@@ -20,6 +20,7 @@ import yaml
 from policyd import shipped
 from policyd.errors import ConfigError
 from policyd.framework import DEFAULT_PROFILE
+from policyd.service import authentication, authorization
 from policyd.service.http import DEFAULT_ADDRESS, DEFAULT_PORT
 
 API_VERSION = "policyd.io/v1alpha1"
@@ -50,7 +51,19 @@ def defaults() -> dict[str, Any]:
             "resourceNamespace": "kube-system",
             "resourceName": "policyd",
         },
-        "serving": {"bindAddress": DEFAULT_ADDRESS, "port": DEFAULT_PORT},
+        "serving": {
+            "bindAddress": DEFAULT_ADDRESS,
+            "port": DEFAULT_PORT,
+            "insecure": False,
+            "tls": {"certFile": "", "privateKeyFile": "", "clientCAFile": ""},
+            "authentication": {"kubeconfig": "", "cacheTTLSeconds": authentication.DEFAULT_CACHE_TTL},
+            "authorization": {
+                "kubeconfig": "",
+                "alwaysAllowPaths": list(authorization.DEFAULT_ALWAYS_ALLOW_PATHS),
+                "allowCacheTTLSeconds": authorization.DEFAULT_ALLOW_TTL,
+                "denyCacheTTLSeconds": authorization.DEFAULT_DENY_TTL,
+            },
+        },
     }
 
 
@@ -151,6 +164,25 @@ class LeaderElection:
 
 
 @dataclass(frozen=True)
+class SecureServing:
+    """HTTPS and delegated authentication/authorization of the serving port (kube-scheduler's secure port).
+
+    Empty file names: a self-signed certificate, no client certificates, the client connection's
+    credentials for TokenReviews and SubjectAccessReviews.
+    """
+
+    cert_file: str
+    key_file: str
+    client_ca_file: str
+    authentication_kubeconfig: str
+    authorization_kubeconfig: str
+    always_allow_paths: tuple[str, ...]
+    token_cache_ttl: float
+    allow_cache_ttl: float
+    deny_cache_ttl: float
+
+
+@dataclass(frozen=True)
 class Config:
     """The effective configuration, typed; `raw` is the merged JSON document (for /configz)."""
 
@@ -168,6 +200,8 @@ class Config:
     leader_election: LeaderElection
     bind_address: str
     port: int
+    # None: plain HTTP without authentication or authorization (`serving.insecure`, `policyd run --port`)
+    secure: SecureServing | None
     raw: dict[str, Any]
 
     @property
@@ -242,6 +276,7 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
         )
     client = merged["clientConnection"]
     serving = merged["serving"]
+    secure = _secure_serving(serving, source)
     return Config(
         profiles=tuple(profiles),
         percentage_of_nodes_to_score=int(merged["percentageOfNodesToScore"]),
@@ -263,7 +298,49 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
         ),
         bind_address=str(serving["bindAddress"]),
         port=int(serving["port"]),
+        secure=secure,
         raw=merged,
+    )
+
+
+def _secure_serving(serving: dict[str, Any], source: str) -> SecureServing | None:
+    tls, authn, authz = serving["tls"], serving["authentication"], serving["authorization"]
+    if bool(tls["certFile"]) != bool(tls["privateKeyFile"]):
+        raise ConfigError(
+            f"{source}: $.serving.tls: certFile and privateKeyFile go together (or neither: self-signed)"
+        )
+    for i, path in enumerate(authz["alwaysAllowPaths"]):
+        problem = authorization.always_allow_path_problem(path)
+        if problem:
+            raise ConfigError(f"{source}: $.serving.authorization.alwaysAllowPaths[{i}]: {problem}")
+    if serving["insecure"]:
+        named = [
+            f"serving.{section}.{key}"
+            for section, key in (
+                ("tls", "certFile"),
+                ("tls", "privateKeyFile"),
+                ("tls", "clientCAFile"),
+                ("authentication", "kubeconfig"),
+                ("authorization", "kubeconfig"),
+            )
+            if serving[section][key]
+        ]
+        if named:
+            raise ConfigError(
+                f"{source}: $.serving.insecure: plain HTTP has no TLS or authentication; "
+                f"remove {', '.join(named)} or serve securely"
+            )
+        return None
+    return SecureServing(
+        cert_file=str(tls["certFile"]),
+        key_file=str(tls["privateKeyFile"]),
+        client_ca_file=str(tls["clientCAFile"]),
+        authentication_kubeconfig=str(authn["kubeconfig"]),
+        authorization_kubeconfig=str(authz["kubeconfig"]),
+        always_allow_paths=tuple(str(p) for p in authz["alwaysAllowPaths"]),
+        token_cache_ttl=float(authn["cacheTTLSeconds"]),
+        allow_cache_ttl=float(authz["allowCacheTTLSeconds"]),
+        deny_cache_ttl=float(authz["denyCacheTTLSeconds"]),
     )
 
 

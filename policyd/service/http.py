@@ -1,23 +1,28 @@
 """The serving endpoints: /healthz, /livez, /readyz, /metrics, /configz on a ThreadingHTTPServer.
 
-Plain HTTP on 127.0.0.1:10259 by default. Health checks are registered by name; `/readyz?verbose`
-lists them like kube-apiserver (`[+]name ok`, `[-]name failed: reason`). TLS and authentication
-are left to a sidecar (kube-rbac-proxy) when the port is exposed beyond loopback.
+Health checks are registered by name; `/readyz?verbose` lists them like kube-apiserver (`[+]name ok`,
+`[-]name failed: reason`). Given an SSL context the server speaks HTTPS (the TLS handshake runs on
+the request's thread, so a slow client cannot stall accepting others), and given an `AccessControl`
+every request passes it first: `policyd run` serves as kube-scheduler does, HTTPS on the secure port
+with delegated authentication and authorization (`policyd.service.delegated_auth`). Without either
+it is plain, open HTTP (`policyd run --port`, tests).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from policyd import lifecycle
+from policyd.service.authentication import Subject
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,17 @@ class Passed(str):
 
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 10259
+REQUEST_TIMEOUT = 30.0  # seconds a connection may take for its TLS handshake or to send a request
+
+Reply = tuple[int, str, bytes]  # (status, content type, body)
+
+
+class AccessControl(Protocol):
+    """Decides whether a request is served (authentication and authorization)."""
+
+    def admit(self, method: str, path: str, authorization: str, peer_subject: Subject | None) -> Reply | None:
+        """None to serve the request; otherwise the refusal to send."""
+        ...
 
 
 class HealthChecks:
@@ -80,11 +96,15 @@ class ServingEndpoints:
         address: str = DEFAULT_ADDRESS,
         port: int = DEFAULT_PORT,
         configz: Callable[[], Any] | None = None,
+        tls: ssl.SSLContext | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         self.registry = registry
         self.address = address
         self.requested_port = port
         self.configz = configz
+        self.tls = tls
+        self.access = access
         self.livez = HealthChecks()
         self.readyz = HealthChecks()
         self.livez.add("ping", lambda: None)
@@ -106,16 +126,21 @@ class ServingEndpoints:
     @property
     def url(self) -> str:
         """Base URL of the server."""
-        return f"http://{self.address}:{self.port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self.address}:{self.port}"
 
     def start(self) -> None:
         """Bind and serve on a daemon thread."""
         handler = _make_handler(self)
-        self._server = ThreadingHTTPServer((self.address, self.requested_port), handler)
+        self._server = _Server((self.address, self.requested_port), handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._thread = threading.Thread(target=self._server.serve_forever, name="http-serving", daemon=True)
         self._thread.start()
-        lifecycle.serving(self.address, self.port)
+        lifecycle.serving(self.url)
 
     def mark_shutting_down(self) -> None:
         """Fail /readyz from now on (graceful shutdown)."""
@@ -130,7 +155,15 @@ class ServingEndpoints:
 
     # ---- request handling -------------------------------------------------------------------------
 
-    def handle(self, method: str, raw_path: str) -> tuple[int, str, bytes]:
+    def admit(
+        self, method: str, raw_path: str, authorization: str, peer_subject: Subject | None
+    ) -> Reply | None:
+        """None when the request may be served; otherwise the refusal (always None without access control)."""
+        if self.access is None:
+            return None
+        return self.access.admit(method, urlsplit(raw_path).path, authorization, peer_subject)
+
+    def handle(self, method: str, raw_path: str) -> Reply:
         """Answer one request: (status, content type, body)."""
         url = urlsplit(raw_path)
         path = url.path.rstrip("/") or "/"
@@ -183,12 +216,38 @@ class ServingEndpoints:
         return 200, "text/plain; charset=utf-8", b"ok"
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a failed TLS handshake (plain HTTP sent to the HTTPS port, a client CA mismatch) or a dropped
+        # connection: the client's problem, not worth a traceback on stderr
+        log.debug("http connection failed client=%s", client_address, exc_info=True)
+
+
+def _peer_subject(connection: Any) -> Subject | None:
+    """The subject of a client certificate the TLS layer verified (None without one)."""
+    if not isinstance(connection, ssl.SSLSocket):
+        return None
+    cert = connection.getpeercert()
+    if not cert:
+        return None
+    # the ssl module documents "subject" as a tuple of relative distinguished names
+    return cast(Subject, cert.get("subject", ()))
+
+
 def _make_handler(endpoints: ServingEndpoints) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "policyd"
+        timeout = REQUEST_TIMEOUT
+
+        def setup(self) -> None:
+            super().setup()
+            if isinstance(self.connection, ssl.SSLSocket):
+                self.connection.do_handshake()
 
         def _answer(self, method: str) -> None:
-            status, ctype, body = endpoints.handle(method, self.path)
+            authorization = self.headers.get("Authorization", "")
+            reply = endpoints.admit(method, self.path, authorization, _peer_subject(self.connection))
+            status, ctype, body = reply or endpoints.handle(method, self.path)
             self.send_response(status)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))

@@ -66,7 +66,7 @@ def runner(control_plane: LocalControlPlane, k8s: KubeTestContext) -> Iterator[R
                 {"schedulerName": "policyd", "policySources": [{"configMap": f"{k8s.namespace}/policies"}]}
             ],
             "leaderElection": {"leaderElect": False},
-            "serving": {"port": 0},
+            "serving": {"port": 0, "insecure": True},
             "clientConnection": {"kubeconfig": str(control_plane.kubeconfig_path)},
         }
     )

@@ -113,9 +113,8 @@ def test_two_instances_only_leader_binds_and_standby_takes_over(
     assert b.wait(20) == 0
 
 
-def service_account_kubeconfig(
-    kube: KubeClient, control_plane: LocalControlPlane, ns: str, name: str, path: Path
-) -> str:
+def service_account_token(kube: KubeClient, ns: str, name: str) -> str:
+    """A new ServiceAccount `ns/name` and a token for it."""
     kube.request("POST", object_path("v1", "serviceaccounts", ns), body={"metadata": {"name": name}})
     req = {
         "apiVersion": "authentication.k8s.io/v1",
@@ -123,13 +122,20 @@ def service_account_kubeconfig(
         "spec": {"expirationSeconds": 3600},
     }
     token = kube.request("POST", object_path("v1", "serviceaccounts", ns, name) + "/token", body=req)
+    return str(token["status"]["token"])
+
+
+def service_account_kubeconfig(
+    kube: KubeClient, control_plane: LocalControlPlane, ns: str, name: str, path: Path
+) -> str:
+    token = service_account_token(kube, ns, name)
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
             {"name": "c", "cluster": {"server": control_plane.url, "insecure-skip-tls-verify": True}}
         ],
-        "users": [{"name": name, "user": {"token": token["status"]["token"]}}],
+        "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
         "current-context": "c",
     }
@@ -137,8 +143,13 @@ def service_account_kubeconfig(
     return str(path)
 
 
-def apply_deploy_rbac(kube: KubeClient, suffix: str) -> None:
-    """deploy/clusterrole.yaml with names suffixed (tests share one apiserver)."""
+def apply_deploy_rbac(
+    kube: KubeClient,
+    suffix: str,
+    manifest: str = "clusterrole.yaml",
+    subjects: list[dict[str, str]] | None = None,
+) -> None:
+    """deploy/`manifest` with names suffixed (tests share one apiserver); bindings to `subjects` if given."""
     try:
         kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "policyd-system"}})
     except ApiError as err:
@@ -150,12 +161,14 @@ def apply_deploy_rbac(kube: KubeClient, suffix: str) -> None:
         "Role": "roles",
         "RoleBinding": "rolebindings",
     }
-    for doc in yaml.safe_load_all((REPO / "deploy" / "clusterrole.yaml").read_text()):
+    for doc in yaml.safe_load_all((REPO / "deploy" / manifest).read_text()):
         doc["metadata"]["name"] += suffix
         if "roleRef" in doc:
             doc["roleRef"]["name"] += suffix
         for subject in doc.get("subjects", []):
             subject["name"] += suffix
+        if "subjects" in doc and subjects is not None:
+            doc["subjects"] = subjects
         ns = doc["metadata"].get("namespace")
         kube.request("POST", object_path("rbac.authorization.k8s.io/v1", paths[doc["kind"]], ns), body=doc)
 

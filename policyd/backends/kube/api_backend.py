@@ -415,9 +415,10 @@ def missing_permissions(
     client: KubeClient,
     lease_namespace: str | None = None,
     configmap_namespaces: tuple[str, ...] = (),
+    extra: tuple[tuple[str, str, str], ...] = (),
 ) -> list[str]:
     """Ask the API server (SelfSubjectAccessReview) which required permissions are missing, as `verb resource`."""
-    checks: list[tuple[str, str, str, str]] = [(v, g, r, "") for v, g, r in REQUIRED_PERMISSIONS]
+    checks: list[tuple[str, str, str, str]] = [(v, g, r, "") for v, g, r in (*REQUIRED_PERMISSIONS, *extra)]
     if lease_namespace:
         checks += [(v, g, r, lease_namespace) for v, g, r in LEASE_PERMISSIONS]
     for ns in configmap_namespaces:

@@ -58,3 +58,64 @@ def test_unusable_kubeconfig_is_one_clear_line(
 def test_a_directory_is_not_a_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--kubeconfig", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"policyd run: error: kubeconfig {tmp_path}: not a file\n"
+
+
+def test_serving_flags_map_to_the_configuration() -> None:
+    from policyd.cli import build_parser
+    from policyd.commands.run import effective_config
+
+    parser = build_parser()
+    cfg = effective_config(
+        parser.parse_args(
+            [
+                "run",
+                "--secure-port=0",
+                "--tls-cert-file=/c",
+                "--tls-private-key-file=/k",
+                "--authorization-always-allow-paths=/healthz,/debug/*",
+                "--authorization-webhook-cache-unauthorized-ttl=500ms",
+                "--authentication-token-webhook-cache-ttl=1m",
+                "--authorization-kubeconfig=/authz",
+            ]
+        )
+    )
+    assert cfg.port == 0 and cfg.secure is not None
+    assert (cfg.secure.cert_file, cfg.secure.key_file, cfg.secure.authorization_kubeconfig) == (
+        "/c",
+        "/k",
+        "/authz",
+    )
+    assert cfg.secure.always_allow_paths == ("/healthz", "/debug/*")
+    assert (cfg.secure.deny_cache_ttl, cfg.secure.token_cache_ttl) == (0.5, 60.0)
+    plain = effective_config(parser.parse_args(["run", "--port=0"]))
+    assert plain.port == 0 and plain.secure is None
+
+
+def test_plain_port_refuses_secure_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--port=0", "--client-ca-file=/ca", "--kubeconfig=/nonexistent"]) == 1
+    assert (
+        "--port serves plain HTTP, which has no --client-ca-file: use --secure-port"
+        in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--port=0", "--secure-port=0"])
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_unusable_certificate_file_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(CONTEXTLESS + "current-context: c\n")
+    code = main(
+        [
+            "run",
+            f"--kubeconfig={kubeconfig}",
+            f"--tls-cert-file={tmp_path / 'missing.crt'}",
+            f"--tls-private-key-file={tmp_path / 'missing.key'}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert f"--tls-cert-file {tmp_path / 'missing.crt'}: cannot read" in err

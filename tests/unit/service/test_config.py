@@ -134,3 +134,44 @@ def test_each_profile_holds_only_its_own_sources(tmp_path: Path) -> None:
         "one": frozenset({str(a / "x.policy"), "configmap://ops/pol/k.policy"}),
         "two": frozenset({str(b)}),
     }
+
+
+def test_serving_is_https_with_delegated_auth_by_default() -> None:
+    secure = config.load(None).secure
+    assert secure is not None
+    assert (secure.cert_file, secure.key_file, secure.client_ca_file) == ("", "", "")
+    assert secure.always_allow_paths == ("/healthz", "/readyz", "/livez")
+    assert (secure.token_cache_ttl, secure.allow_cache_ttl, secure.deny_cache_ttl) == (10.0, 10.0, 10.0)
+    cfg = config.from_dict(
+        {
+            "serving": {
+                "tls": {"certFile": "/c", "privateKeyFile": "/k"},
+                "authorization": {"alwaysAllowPaths": ["/healthz"], "denyCacheTTLSeconds": 2},
+            }
+        }
+    )
+    assert cfg.secure is not None and cfg.secure.always_allow_paths == ("/healthz",)
+    assert (cfg.secure.cert_file, cfg.secure.deny_cache_ttl, cfg.secure.allow_cache_ttl) == ("/c", 2.0, 10.0)
+    assert config.from_dict({"serving": {"insecure": True, "port": 0}}).secure is None
+
+
+@pytest.mark.parametrize(
+    ("serving", "message"),
+    [
+        ({"tls": {"certFile": "/c"}}, "$.serving.tls: certFile and privateKeyFile go together"),
+        (
+            {"authorization": {"alwaysAllowPaths": ["/a*b"]}},
+            "$.serving.authorization.alwaysAllowPaths[0]: only a trailing * is allowed",
+        ),
+        (
+            {"insecure": True, "tls": {"clientCAFile": "/ca"}, "authentication": {"kubeconfig": "/kc"}},
+            "$.serving.insecure: plain HTTP has no TLS or authentication; "
+            "remove serving.tls.clientCAFile, serving.authentication.kubeconfig",
+        ),
+        ({"authentication": {"cacheTTLSeconds": -1}}, "$.serving.authentication.cacheTTLSeconds"),
+    ],
+)
+def test_serving_errors_name_the_setting(serving: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config.from_dict({"serving": serving}, "policyd.yaml")
+    assert str(info.value).startswith(f"policyd.yaml: {message}")
