@@ -218,8 +218,15 @@ def test_image_runs_in_cluster_style_schedules_reloads_and_answers_probes(
     for i in range(3):
         assert wait_for(lambda i=i: node_of(kube, ns, f"after{i}"), timeout=60) == f"{ns}-b", logs()
 
-    # nothing it asked for was forbidden, and it wrote nothing to its root filesystem
-    assert "forbidden" not in logs().lower()
+    # nothing it asked for was denied by RBAC, and it wrote nothing to its root filesystem
+    full = run(*PODMAN, "logs", container_name)
+    # an RBAC denial (not the 403 for other tests' terminating namespaces in the shared apiserver)
+    denied = [
+        line
+        for line in (full.stdout + full.stderr).splitlines()
+        if "permission denied" in line or "is forbidden: User" in line
+    ]
+    assert denied == [], "\n".join(denied[:10])
     changed = run(*PODMAN, "diff", container_name)
     mounts = (mount["mountPath"], SA_DIR.removeprefix("/var"))  # podman makes the mount points
     written = [
