@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # shell: $$assets = the directory of kube-apiserver, etcd and kube-scheduler (built on the first call)
 ENVTEST_ASSETS = assets="$$(bash scripts/envtest.sh)" || exit 1; assets="$$(printf '%s\n' "$$assets" | tail -n 1)"
 
-.PHONY: demo test lint unit bench bench-e2e differential venv envtest clean
+.PHONY: demo test lint unit bench bench-e2e differential venv envtest image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,3 +57,7 @@ differential: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info bench-results
+
+# the OCI image from Debian packages and the checkout's wheel (scripts/image.sh; docs/DEPLOY.md)
+image:
+	bash scripts/image.sh

@@ -1,4 +1,4 @@
-"""deploy/Dockerfile builds the wheel and installs only the wheel; deploy/ reads policies from the package or a ConfigMap."""
+"""deploy/Dockerfile installs only the checkout's wheel on the Debian base; deploy/ reads policies from the package or a ConfigMap."""
 
 from __future__ import annotations
 
@@ -30,12 +30,13 @@ def instructions(text: str) -> list[tuple[str, str]]:
 
 
 def stages(text: str) -> list[list[tuple[str, str]]]:
-    """The instructions of each stage (from one FROM to the next)."""
+    """The instructions of each stage (from one FROM to the next); global ARGs before the first FROM are left out."""
     result: list[list[tuple[str, str]]] = []
     for keyword, args in instructions(text):
         if keyword == "FROM":
             result.append([])
-        result[-1].append((keyword, args))
+        if result:
+            result[-1].append((keyword, args))
     return result
 
 
@@ -44,28 +45,26 @@ def test_instructions_join_continuations_and_skip_comments() -> None:
     assert instructions(text) == [("FROM", "a AS b"), ("RUN", "x  y"), ("COPY", "--from=b /d /d")]
 
 
-def test_build_stage_copies_only_what_a_wheel_is_built_from() -> None:
-    build, _final = stages((DEPLOY / "Dockerfile").read_text())
-    copied = [args for keyword, args in build if keyword in ("COPY", "ADD")]
-    sources = {word for args in copied for word in args.split()[:-1]}
-    assert sources == {"pyproject.toml", "README.md", "policyd"}
-    assert any(k == "RUN" and "pip wheel" in a and "--no-deps" in a for k, a in build)
-
-
-def test_final_stage_installs_the_wheel_and_copies_no_package_files_by_hand() -> None:
+def test_image_installs_the_wheel_from_the_context_and_copies_no_package_files_by_hand() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
-    assert "site-packages" not in text
-    build, final = stages(text)
-    build_name = build[0][1].split()[-1]
-    copies = [args for keyword, args in final if keyword in ("COPY", "ADD")]
-    assert copies, "the wheel comes from the build stage"
-    for args in copies:
-        words = args.split()
-        assert words[0] == f"--from={build_name}", f"COPY from the build context: {args}"
-        assert words[1:] == ["/dist", "/dist"], f"only the wheel directory: {args}"
-    runs = [args for keyword, args in final if keyword == "RUN"]
-    assert runs == ["pip install --no-cache-dir /dist/policyd-*.whl && rm -rf /dist"]
-    assert ("ENTRYPOINT", '["policyd"]') in final
+    assert "site-packages" not in text and "schemas" not in text
+    (final,) = stages(text)
+    assert final[0] == ("FROM", "${BASE}"), "one stage, on the mmdebstrap base scripts/image.sh imports"
+    assert not [args for keyword, args in final if keyword in ("COPY", "ADD")], "the context is bind-mounted"
+    (run,) = [args for keyword, args in final if keyword == "RUN"]
+    assert run.startswith("--mount=type=bind,source=.,target=/context ")
+    assert "--no-index" in run and '--find-links /context/wheels "policyd==${VERSION}"' in run
+    assert "compileall" in run and "--invalidation-mode unchecked-hash" in run
+    assert ("USER", "65532:65532") in final and ("ENTRYPOINT", '["policyd"]') in final
+    env = " ".join(args for keyword, args in final if keyword == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+
+
+def test_image_user_is_the_deployments_run_as_user() -> None:
+    deployment = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    run_as = deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    users = [args for keyword, args in instructions((DEPLOY / "Dockerfile").read_text()) if keyword == "USER"]
+    assert users == [f"{run_as}:{run_as}"]
 
 
 def test_manifests_take_policies_from_a_config_map_not_a_path_in_the_image() -> None:
