@@ -199,12 +199,30 @@ def _combine(cats: list[Cat]) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...
     return inverse.astype(np.intp), tuples
 
 
+def _per_value(fn: Callable[..., Any], args: list[Any], pos: int, cat: Cat) -> Cat:
+    """`per_category` with one categorical argument, at `pos`: `fn` once per value present."""
+    before, after = args[:pos], args[pos + 1 :]
+    values = cat.values
+    if len(values) > len(cat.codes) + 64:
+        # a vocabulary larger than the rows (hostnames over a window): only the codes present
+        uniq, inverse = np.unique(cat.codes, return_inverse=True)
+        present = [values[c] for c in uniq.tolist()]
+        codes = inverse.astype(np.intp)
+    else:
+        present, codes = values, cat.codes
+    if not before and not after:
+        return Cat(codes, [fn(v) for v in present])
+    return Cat(codes, [fn(*before, v, *after) for v in present])
+
+
 def per_category(fn: Callable[..., Any], args: list[Any], n: int) -> Any:
     """Apply scalar `fn` once per distinct combination of categorical arguments."""
     cat_positions = [i for i, a in enumerate(args) if not is_scalar(a)]
     if not cat_positions:
         return fn(*args)
     cats = [_as_cat(args[i], n) for i in cat_positions]
+    if len(cats) == 1:
+        return _per_value(fn, args, cat_positions[0], cats[0])
     codes, combos = _combine(cats)
     values = []
     for combo in combos:
