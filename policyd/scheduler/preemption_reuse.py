@@ -4,8 +4,10 @@
 over a snapshot holding it, so that the cluster functions see the change. When the preemptor's pod-only
 state counted no pods (`ClusterFunctions.reads_pods`: no spread constraints, no inter-pod affinity
 anywhere, no volumes) a what-if changes nothing but the node itself, and the cycle's evaluator judges
-it directly; a node whose evaluation calls the cluster functions (their answers depend on more than the
-node) takes the exact path.
+it directly, pods nominated to the node counted in its first filter pass as they are on the node
+(they change no pod-only state unless one of them has inter-pod (anti)-affinity terms: such a node
+takes the exact path); a node whose evaluation calls the cluster functions (their answers depend on
+more than the node) takes the exact path too.
 
 On top of that, a `DryRunCache` keeps each node's outcome for a group of equivalent preemptors: the same
 `PodEvaluator.signature()` (the pod fields node evaluations read), the same values of the pod fields the
@@ -25,8 +27,9 @@ from typing import Any
 
 from policyd.cel.values import freeze
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
-from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, nominated_others
+from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, filter_with_others, nominated_others
 from policyd.scheduler.algorithm.reuse import same_values
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.pdb import DisruptionBudget
 from policyd.scheduler.preemption import DryRun, NodeOutcome
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
@@ -45,7 +48,9 @@ class _Entry:
 
     version: int
     others: tuple[PodInfoLike, ...]
-    first_values: Any  # pod-only values of the first filter pass with `others` (None without)
+    # pod-only values of the first filter pass with `others` when one of them has inter-pod
+    # (anti-)affinity terms; None otherwise (the pass then has the group's own values)
+    first_values: Any
     outcome: NodeOutcome
 
     def holds(self, version: int, others: Sequence[PodInfoLike], first_values: Any) -> bool:
@@ -54,7 +59,7 @@ class _Entry:
             self.version == version
             and len(self.others) == len(others)
             and all(a is b for a, b in zip(self.others, others, strict=True))
-            and (not others or same_values(first_values, self.first_values))
+            and same_values(first_values, self.first_values)
         )
 
 
@@ -119,6 +124,10 @@ class DryRunCache:
         self._groups.clear()
 
 
+def _any_affinity(pods: Sequence[PodInfoLike]) -> bool:
+    return any(has_pod_affinity(p.cel) for p in pods)
+
+
 def group_key(profile: CompiledProfile, pod: PodInfoLike, evaluator: PodEvaluator) -> Hashable | None:
     """What equivalent preemptors share (None: this pod shares its outcomes with none)."""
     fields = profile.preemption.victim_pod_fields
@@ -141,7 +150,7 @@ class SharedCycle:
     evaluator: PodEvaluator  # the preemptor's, over the cycle's cluster functions
     reads_pods: Callable[[], bool]  # whether its pod-only state counted pods (asked after prepare)
     first_evaluator: NominatedEvaluator  # first filter passes with nominated pods, same cluster functions
-    cache: DryRunCache | None
+    cache: DryRunCache
 
     def judge(self, dry_run: DryRun) -> Callable[[NodeInfoLike], NodeOutcome]:
         """The per-node judge of `dry_run`: the exact path unless the what-ifs count no pods."""
@@ -151,24 +160,23 @@ class SharedCycle:
         if self.reads_pods():
             return dry_run.exact
         cache = self.cache
-        key = group_key(dry_run.profile, dry_run.pod, evaluator) if cache is not None else None
-        group = None
-        if cache is not None and key is not None:
-            group = cache.group(key, dry_run, filter_values, tuple(dry_run.allowed))
+        key = group_key(dry_run.profile, dry_run.pod, evaluator)
+        group = None if key is None else cache.group(key, dry_run, filter_values, tuple(dry_run.allowed))
         snapshot, pod = dry_run.snapshot, dry_run.pod
 
-        def shared_failure(state: NodeInfoLike) -> FilterFailure | None:
-            evaluator.reset_cluster_called()
-            failure = evaluator.filter(state.cel)
-            if evaluator.cluster_called:
-                raise _ClusterCalled
-            return failure
-
         def fresh(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> tuple[NodeOutcome, bool]:
-            if others:
+            if _any_affinity(others):  # they change the first pass's pod-only state: its own evaluator
                 calls: list[bool] = []
                 outcome = dry_run.select_victims(node, lambda state: dry_run.exact_failure(state, calls))
                 return outcome, not calls
+
+            def shared_failure(state: NodeInfoLike) -> FilterFailure | None:
+                evaluator.reset_cluster_called()
+                failure = filter_with_others(evaluator, state, others, evaluator)
+                if evaluator.cluster_called:
+                    raise _ClusterCalled
+                return failure
+
             try:
                 return dry_run.select_victims(node, shared_failure), True
             except _ClusterCalled:
@@ -177,10 +185,11 @@ class SharedCycle:
         def judge(node: NodeInfoLike) -> NodeOutcome:
             others = nominated_others(pod, dry_run.nominated(node.name))
             row = snapshot.row(node.name)
-            if group is None or cache is None or row is None:
+            if group is None or row is None:
                 return fresh(node, others)[0]
             version = int(snapshot.versions[row])
-            first_values = self.first_evaluator(node, others).prepare("filter") if others else None
+            affine = _any_affinity(others)
+            first_values = self.first_evaluator(node, others).prepare("filter") if affine else None
             hit = group.entries.get(row)
             if hit is not None and hit.holds(version, others, first_values):
                 cache.hits += 1

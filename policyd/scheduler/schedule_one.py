@@ -217,11 +217,16 @@ class SchedulingCycle(EventHandlers):
             message = NO_NODES_MESSAGE
         else:
             cluster = self._cluster_functions(snapshot)
-            judges = SharedCycle(
-                profile.evaluator(pod.cel, cluster),
-                lambda: cluster.reads_pods(pod.cel),
-                nominated_evaluator(profile, pod, cluster),
-                self.preemption_cache,
+            cache = self.preemption_cache
+            judges = (  # without reuse every what-if takes the exact path
+                None
+                if cache is None
+                else SharedCycle(
+                    profile.evaluator(pod.cel, cluster),
+                    lambda: cluster.reads_pods(pod.cel),
+                    nominated_evaluator(profile, pod, cluster),
+                    cache,
+                )
             )
             outcome = find_preemption(
                 profile,
