@@ -94,6 +94,11 @@ class ClusterFunctions(Protocol):
         PreFilter states (kube-scheduler AddPod)."""
         ...
 
+    def reads_pods(self, pod: CelObject) -> bool:
+        """True when a state memoised for `pod` so far may have been counted from the pods on the
+        nodes (preemption's what-ifs, which remove pods, then need cluster functions of their own)."""
+        ...
+
 
 EvaluationPhase = Literal["filter", "score"]
 
@@ -164,6 +169,8 @@ class PreemptionSpec:
     may_preempt: Any  # Callable[[CelObject], bool]: may this pod preempt at all
     eligible_victim: Any  # Callable[[CelObject, CelObject], bool]: (pod, victim) -> may be evicted
     honor_pdb: bool = True
+    # the top-level pod fields `eligible_victim` reads (None: unknown, or the pod used whole)
+    victim_pod_fields: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

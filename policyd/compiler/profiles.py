@@ -16,7 +16,14 @@ from typing import Any
 from policyd import framework as pl
 from policyd.cel.codegen import generate_function
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
-from policyd.compiler.codegen import PolicyCode, branch_recorders, compile_policy, rule_recorder, rule_ref
+from policyd.compiler.codegen import (
+    PolicyCode,
+    branch_recorders,
+    compile_policy,
+    pod_fields,
+    rule_recorder,
+    rule_ref,
+)
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
 from policyd.evaluation.code import LAST, descending
 from policyd.evaluation.coverage import CoverageCollector, RuleKind
@@ -212,8 +219,11 @@ def _preemption(owner: CheckedPolicy | None, coverage: CoverageCollector | None 
         victim = _section_function(
             owner, section.victims, ("pod", "victim"), coverage, ("preemption", "victims")
         )
+        victim_fields = pod_fields(owner.of(section.victims).ast)
     else:
-        victim = _function(default_expression(_DEFAULT_VICTIMS, Context.VICTIMS), ("pod", "victim"))
+        default_victims = default_expression(_DEFAULT_VICTIMS, Context.VICTIMS)
+        victim = _function(default_victims, ("pod", "victim"))
+        victim_fields = pod_fields(default_victims.ast)
 
     def may_preempt(pod: pl.CelObject) -> bool:
         try:
@@ -227,7 +237,8 @@ def _preemption(owner: CheckedPolicy | None, coverage: CoverageCollector | None 
         except EVAL_ERRORS:
             return False
 
-    return pl.PreemptionSpec(may_preempt, eligible_victim, section.honor_pdb if section is not None else True)
+    honor = section.honor_pdb if section is not None else True
+    return pl.PreemptionSpec(may_preempt, eligible_victim, honor, victim_fields)
 
 
 def _permit(

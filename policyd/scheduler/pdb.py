@@ -131,11 +131,19 @@ class BudgetIndex:
             return list(self._budgets.values())
 
 
+def disruptions_allowed(
+    budgets: Sequence[DisruptionBudget], all_pods: Sequence[PodInfoLike]
+) -> tuple[int, ...]:
+    """Each budget's disruptions allowed now (computed once per preemption dry run)."""
+    return tuple(b.allowed(all_pods) for b in budgets)
+
+
 def split_by_violation(
-    victims: Sequence[PodInfoLike], budgets: Sequence[DisruptionBudget], all_pods: Sequence[PodInfoLike]
+    victims: Sequence[PodInfoLike], budgets: Sequence[DisruptionBudget], allowed: Sequence[int]
 ) -> tuple[list[PodInfoLike], list[PodInfoLike]]:
-    """(violating, non-violating) victims, in input order (kube-scheduler filterPodsWithPDBViolation)."""
-    allowed = [b.allowed(all_pods) for b in budgets]
+    """(violating, non-violating) victims, in input order (kube-scheduler filterPodsWithPDBViolation);
+    `allowed`: the budgets' `disruptions_allowed`."""
+    left = list(allowed)
     violating: list[PodInfoLike] = []
     fine: list[PodInfoLike] = []
     for pod in victims:
@@ -145,8 +153,8 @@ def split_by_violation(
         for i, budget in enumerate(budgets):
             if not budget.covers(ns, labels) or pod.cel.get("name", "") in budget.disrupted_pods:
                 continue
-            allowed[i] -= 1
-            if allowed[i] < 0:
+            left[i] -= 1
+            if left[i] < 0:
                 violates = True
         (violating if violates else fine).append(pod)
     return violating, fine

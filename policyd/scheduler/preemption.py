@@ -9,10 +9,12 @@ highest-priority victims, first found.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
 from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, NominatedLookup, filter_with_nominated
@@ -23,7 +25,7 @@ from policyd.scheduler.attempts import (
     NOT_HELPFUL,
     preemption_message,
 )
-from policyd.scheduler.pdb import DisruptionBudget, split_by_violation
+from policyd.scheduler.pdb import DisruptionBudget, disruptions_allowed, split_by_violation
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
 # DefaultPreemption's arguments: the dry run stops after max(10 % of the nodes, 100) candidates
@@ -57,6 +59,17 @@ class Candidate:
     victims: tuple[PodInfoLike, ...]
     pdb_violations: int
 
+    @functools.cached_property
+    def rank(self) -> tuple[float, ...]:
+        """pickOneNodeForPreemption's sort key (smaller is better; ties: the first found)."""
+        return (
+            self.pdb_violations,
+            self.victims[0].priority,
+            sum(v.priority + MAX_INT32 + 1 for v in self.victims),
+            len(self.victims),
+            -_earliest_start_of_highest(self.victims),
+        )
+
 
 @dataclass
 class PreemptionOutcome:
@@ -87,55 +100,95 @@ def _pods_of(node: NodeInfoLike) -> list[PodInfoLike]:
     return list(node.pods.values())
 
 
-def select_victims_on_node(
-    profile: CompiledProfile,
-    pod: PodInfoLike,
-    node: NodeInfoLike,
-    snapshot: Snapshot,
-    evaluator_for: EvaluatorFactory,
-    nominated: NominatedLookup,
-    budgets: Sequence[DisruptionBudget],
-    all_pods: Sequence[PodInfoLike],
-    nominated_for: NominatedFactory | None = None,
-) -> tuple[Candidate | None, tuple[str, ...]]:
-    """The minimal victims on `node`, or None and the reasons preemption cannot help there."""
-    eligible = profile.preemption.eligible_victim
-    potential = [p for p in _pods_of(node) if eligible(pod.cel, p.cel)]
-    if not potential:
-        return None, (NO_VICTIMS,)
+# the pod's filter verdict on a what-if state of a node (victims removed)
+FailureOn = Callable[[NodeInfoLike], FilterFailure | None]
 
-    def failure_on(state: NodeInfoLike) -> FilterFailure | None:
-        what_if = snapshot.replace(state)
-        evaluator = evaluator_for(what_if)
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """The dry run's answer on one node: a candidate, or the reasons preemption cannot help there."""
+
+    candidate: Candidate | None
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What every node's victim selection of one preemptor shares."""
+
+    profile: CompiledProfile
+    pod: PodInfoLike
+    snapshot: Snapshot
+    evaluator_for: EvaluatorFactory
+    nominated: NominatedLookup
+    budgets: Sequence[DisruptionBudget]  # the honored ones
+    allowed: Sequence[int]  # their disruptions allowed, computed once
+    nominated_for: NominatedFactory | None = None
+
+    def potential_victims(self, node: NodeInfoLike) -> list[PodInfoLike]:
+        """The pods on `node` the profile lets this pod evict."""
+        eligible, cel = self.profile.preemption.eligible_victim, self.pod.cel
+        return [p for p in _pods_of(node) if eligible(cel, p.cel)]
+
+    def exact_failure(self, state: NodeInfoLike, calls: list[bool] | None = None) -> FilterFailure | None:
+        """The verdict on the what-if node `state` by fresh evaluators over a snapshot holding it (the
+        cluster functions see the change), nominated pods counted; `calls` gets True appended when an
+        evaluation of the node called the cluster functions."""
+        what_if = self.snapshot.replace(state)
+        evaluator = self.evaluator_for(what_if)
+        nominated_for = self.nominated_for
+        built: list[PodEvaluator] = [evaluator]
+
+        def track(e: PodEvaluator) -> PodEvaluator:
+            if calls is not None:
+                e.prepare("filter")
+                e.track_cluster()
+            return e
+
+        track(evaluator)
         if nominated_for is None:
-            return filter_with_nominated(evaluator, pod, state, nominated)
+            failure = filter_with_nominated(evaluator, self.pod, state, self.nominated)
+        else:
 
-        def first(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> PodEvaluator:
-            return nominated_for(what_if)(node, others)  # built only when pods are nominated here
+            def first(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> PodEvaluator:
+                made = track(nominated_for(what_if)(node, others))  # only where pods are nominated
+                built.append(made)
+                return made
 
-        return filter_with_nominated(evaluator, pod, state, nominated, first)
+            failure = filter_with_nominated(evaluator, self.pod, state, self.nominated, first)
+        if calls is not None and any(e.cluster_called for e in built):
+            calls.append(True)
+        return failure
 
-    state = node.clone_without(potential)
-    failure = failure_on(state)
-    if failure is not None:
-        return None, failure.reasons
-    potential.sort(key=importance)
-    honored = budgets if profile.preemption.honor_pdb else ()
-    violating, fine = split_by_violation(potential, honored, all_pods)
-    victims: list[PodInfoLike] = []
-    violations = 0
-    for group, violates in ((violating, True), (fine, False)):
-        for candidate in group:
-            trial = state.with_pods([candidate])
-            if failure_on(trial) is None:
-                state = trial  # reprieved
-            else:
-                victims.append(candidate)
-                violations += int(violates)
-    if not victims:
-        return None, (f"expected at least one victim pod on node {node.name}",)
-    victims.sort(key=importance)
-    return Candidate(node.name, tuple(victims), violations), ()
+    def exact(self, node: NodeInfoLike) -> NodeOutcome:
+        """The outcome on `node` by what-if snapshots (the path every node can take)."""
+        return self.select_victims(node, self.exact_failure)
+
+    def select_victims(self, node: NodeInfoLike, failure_on: FailureOn) -> NodeOutcome:
+        """The minimal victims on `node` by the verdicts of `failure_on`, or the reasons there are none."""
+        potential = self.potential_victims(node)
+        if not potential:
+            return NodeOutcome(None, (NO_VICTIMS,))
+        state = node.clone_without(potential)
+        failure = failure_on(state)
+        if failure is not None:
+            return NodeOutcome(None, failure.reasons)
+        potential.sort(key=importance)
+        violating, fine = split_by_violation(potential, self.budgets, self.allowed)
+        victims: list[PodInfoLike] = []
+        violations = 0
+        for group, violates in ((violating, True), (fine, False)):
+            for candidate in group:
+                trial = state.with_pods([candidate])
+                if failure_on(trial) is None:
+                    state = trial  # reprieved
+                else:
+                    victims.append(candidate)
+                    violations += int(violates)
+        if not victims:
+            return NodeOutcome(None, (f"expected at least one victim pod on node {node.name}",))
+        victims.sort(key=importance)
+        return NodeOutcome(Candidate(node.name, tuple(victims), violations))
 
 
 def _earliest_start_of_highest(victims: Sequence[PodInfoLike]) -> float:
@@ -146,19 +199,10 @@ def _earliest_start_of_highest(victims: Sequence[PodInfoLike]) -> float:
 def pick_candidate(candidates: Sequence[Candidate]) -> Candidate:
     """The best candidate by kube-scheduler's pickOneNodeForPreemption ordering."""
 
-    def rank(c: Candidate) -> tuple[float, ...]:
-        return (
-            c.pdb_violations,
-            c.victims[0].priority,
-            sum(v.priority + MAX_INT32 + 1 for v in c.victims),
-            len(c.victims),
-            -_earliest_start_of_highest(c.victims),
-        )
-
     best = candidates[0]
-    best_rank = rank(best)
+    best_rank = best.rank
     for c in candidates[1:]:
-        r = rank(c)
+        r = c.rank
         if r < best_rank:
             best, best_rank = c, r
     return best
@@ -169,6 +213,15 @@ def num_candidates(potential: int) -> int:
     10 and minCandidateNodesAbsolute 100)."""
     wanted = potential * MIN_CANDIDATE_NODES_PERCENTAGE // 100
     return min(potential, max(wanted, MIN_CANDIDATE_NODES_ABSOLUTE))
+
+
+class NodeJudges(Protocol):
+    """Gives a dry run its per-node judge (policyd.scheduler.preemption_reuse: outcomes shared between
+    equivalent preemptors); without one every node takes `DryRun.exact`."""
+
+    def judge(self, dry_run: DryRun) -> Callable[[NodeInfoLike], NodeOutcome]:
+        """The outcome of `dry_run` on a node, the same as `dry_run.exact(node)`."""
+        ...
 
 
 def find_preemption(
@@ -182,6 +235,7 @@ def find_preemption(
     all_pods: Sequence[PodInfoLike],
     rng: random.Random | None = None,
     nominated_for: NominatedFactory | None = None,
+    judges: NodeJudges | None = None,
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
     them up to 100 nodes), and pick the best candidate."""
@@ -201,15 +255,17 @@ def find_preemption(
     # kube-scheduler starts the dry run at a random node and stops once it has enough candidates;
     # when every node is examined anyway the order is the snapshot's (reproducible candidate ties)
     offset = rng.randrange(len(potential)) if rng is not None and wanted < len(potential) else 0
+    honored = budgets if profile.preemption.honor_pdb else ()
+    allowed = disruptions_allowed(honored, all_pods)  # once per dry run
+    dry_run = DryRun(profile, pod, snapshot, evaluator_for, nominated, honored, allowed, nominated_for)
+    judge = dry_run.exact if judges is None else judges.judge(dry_run)
     for i in range(len(potential)):
         node = potential[(offset + i) % len(potential)]
-        candidate, reasons = select_victims_on_node(
-            profile, pod, node, snapshot, evaluator_for, nominated, budgets, all_pods, nominated_for
-        )
-        if candidate is None:
-            statuses[node.name] = reasons
+        outcome = judge(node)
+        if outcome.candidate is None:
+            statuses[node.name] = outcome.reasons
         else:
-            candidates.append(candidate)
+            candidates.append(outcome.candidate)
             if len(candidates) >= wanted:
                 break
     if not candidates:

@@ -42,6 +42,7 @@ from policyd.scheduler.eventhandlers import EventHandlers
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE
 from policyd.scheduler.permit import WaitingPod
 from policyd.scheduler.preemption import Candidate, find_preemption
+from policyd.scheduler.preemption_reuse import DryRunCache, SharedCycle
 from policyd.scheduler.queue import QueuedPod
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
 
@@ -67,6 +68,7 @@ class SchedulingCycle(EventHandlers):
     _rng: random.Random
     algorithm: Algorithm
     _cluster_functions: ClusterFunctionsFactory
+    preemption_cache: DryRunCache | None
     _pending_refreshed: float
 
     # ------------------------------------------------------------------ the cycle
@@ -214,6 +216,18 @@ class SchedulingCycle(EventHandlers):
         if len(snapshot) == 0:
             message = NO_NODES_MESSAGE
         else:
+            cluster = self._cluster_functions(snapshot)
+            cache = self.preemption_cache
+            judges = (  # without reuse every what-if takes the exact path
+                None
+                if cache is None
+                else SharedCycle(
+                    profile.evaluator(pod.cel, cluster),
+                    lambda: cluster.reads_pods(pod.cel),
+                    nominated_evaluator(profile, pod, cluster),
+                    cache,
+                )
+            )
             outcome = find_preemption(
                 profile,
                 pod,
@@ -225,6 +239,7 @@ class SchedulingCycle(EventHandlers):
                 self.cache.all_pods(),
                 rng=self._rng,
                 nominated_for=lambda snap: nominated_evaluator(profile, pod, self._cluster_functions(snap)),
+                judges=judges,
             )
             if self.metrics is not None:
                 if outcome.candidate is not None:

@@ -31,6 +31,7 @@ from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.options import SchedulerOptions
 from policyd.scheduler.pdb import BudgetIndex
 from policyd.scheduler.permit import Permits
+from policyd.scheduler.preemption_reuse import DryRunCache
 from policyd.scheduler.queue import SchedulingQueue
 from policyd.scheduler.schedule_one import PENDING_REFRESH_SECONDS, ClusterFunctionsFactory, SchedulingCycle
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
@@ -80,6 +81,7 @@ class Scheduler(SchedulingCycle):
             self.options.percentage_of_nodes_to_score,
             groups=GroupCache() if self.options.reuse_node_results else None,
         )
+        self.preemption_cache = DryRunCache() if self.options.reuse_node_results else None
         self._inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._inbox_lock = threading.Condition()
         self.synced = threading.Event()

@@ -37,6 +37,7 @@ from policyd.scheduler.cluster.tables import (
     SnapshotRows,
     SnapshotTables,
 )
+from policyd.scheduler.cluster.volume_claims import pod_volumes
 from policyd.scheduler.cluster.volume_store import VolumeStore
 from policyd.scheduler.cluster.workloads import WorkloadIndex
 
@@ -140,6 +141,25 @@ class ClusterFunctions:
         variant._added = NominatedPods(node, tuple(pods))
         variant._base = self._base
         return variant
+
+    def reads_pods(self, pod: CelObject) -> bool:
+        """True when a state memoised for `pod` so far may have been counted from the pods on the
+        nodes (a preemption what-if that removes pods then needs cluster functions of its own); the
+        states of a pod without constraints of that kind, and the per-node functions, count none."""
+        for key in self._memo_by_pod.get(pod_key(pod), {}):
+            kind = key[0]
+            if kind == "spread" and not spread_constraints(pod, key[1], self._workloads)[0]:
+                continue
+            if kind == "spread-score" and not spread_constraints(pod, SCHEDULE_ANYWAY, self._workloads)[0]:
+                continue
+            if kind in ("affinity", "affinity-score") and self._no_affinity_anywhere(pod):
+                continue
+            if kind == "volumes" and not pod_volumes(pod):
+                continue
+            if kind in ("volume-claims", "volume-binding"):
+                continue
+            return True
+        return False
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """Labels of a namespace (known Namespace objects, else the automatic name label)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from policyd.framework import FilterFailure
 from policyd.scheduler.attempts import NO_VICTIMS
-from policyd.scheduler.pdb import budget_from_object, split_by_violation
+from policyd.scheduler.pdb import budget_from_object, disruptions_allowed, split_by_violation
 from policyd.scheduler.preemption import Candidate, find_preemption, num_candidates, pick_candidate
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler.fakes import FIT, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
@@ -116,7 +116,7 @@ def test_pdb_split_uses_status_when_present() -> None:
             "status": {"disruptionsAllowed": 1},
         }
     )
-    violating, fine = split_by_violation(pods, [pdb], pods)
+    violating, fine = split_by_violation(pods, [pdb], disruptions_allowed([pdb], pods))
     assert [p.name for p in fine] == ["w0"] and [p.name for p in violating] == ["w1", "w2"]
     computed = budget_from_object(
         {

@@ -1,0 +1,205 @@
+"""The preemption dry run over the cycle's evaluator, its per-node outcomes shared by equivalent preemptors.
+
+`DryRun.exact` judges every what-if (a node with victims removed or reprieved) with fresh evaluators
+over a snapshot holding it, so that the cluster functions see the change. When the preemptor's pod-only
+state counted no pods (`ClusterFunctions.reads_pods`: no spread constraints, no inter-pod affinity
+anywhere, no volumes) a what-if changes nothing but the node itself, and the cycle's evaluator judges
+it directly, pods nominated to the node counted in its first filter pass as they are on the node
+(they change no pod-only state unless one of them has inter-pod (anti)-affinity terms: such a node
+takes the exact path); a node whose evaluation calls the cluster functions (their answers depend on
+more than the node) takes the exact path too.
+
+On top of that, a `DryRunCache` keeps each node's outcome for a group of equivalent preemptors: the same
+`PodEvaluator.signature()` (the pod fields node evaluations read), the same values of the pod fields the
+`victims` expression reads (`PreemptionSpec.victim_pod_fields`), the same pod-only filter values, the
+same PodDisruptionBudgets and allowances. An outcome holds while the node's snapshot row has the same
+cache generation and the same pods nominated to it that count for the preemptor (with the same
+pod-only values of the first filter pass); outcomes computed with a cluster function call per node
+are not kept. 1000 identical preemptors thus dry-run each node once, and again only where it changed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policyd.cel.values import freeze
+from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
+from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, filter_with_others, nominated_others
+from policyd.scheduler.algorithm.reuse import same_values
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
+from policyd.scheduler.pdb import DisruptionBudget
+from policyd.scheduler.preemption import DryRun, NodeOutcome
+from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
+
+MAX_GROUPS = 64
+_MISSING = object()
+
+
+class _ClusterCalled(Exception):
+    """A node evaluation called the cluster functions: the what-if needs the exact path."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One node's outcome and what it was decided on."""
+
+    version: int
+    others: tuple[PodInfoLike, ...]
+    # pod-only values of the first filter pass with `others` when one of them has inter-pod
+    # (anti-)affinity terms; None otherwise (the pass then has the group's own values)
+    first_values: Any
+    outcome: NodeOutcome
+
+    def holds(self, version: int, others: Sequence[PodInfoLike], first_values: Any) -> bool:
+        """True when decided on the same row generation, nominated pods and first-pass values."""
+        return (
+            self.version == version
+            and len(self.others) == len(others)
+            and all(a is b for a, b in zip(self.others, others, strict=True))
+            and same_values(first_values, self.first_values)
+        )
+
+
+@dataclass
+class DryRunGroup:
+    """The outcomes a group of equivalent preemptors learnt, per snapshot row of one layout."""
+
+    profile: CompiledProfile
+    layout: int
+    filter_values: Any
+    budgets: tuple[DisruptionBudget, ...]
+    allowed: tuple[int, ...]
+    entries: dict[int, _Entry] = field(default_factory=dict)
+
+    def valid_for(
+        self,
+        profile: CompiledProfile,
+        layout: int,
+        filter_values: Any,
+        budgets: tuple[DisruptionBudget, ...],
+        allowed: tuple[int, ...],
+    ) -> bool:
+        """True when the group's outcomes were decided under the same profile, layout, pod-only values
+        and budgets."""
+        return (
+            self.profile is profile
+            and self.layout == layout
+            and self.allowed == allowed
+            and self.budgets == budgets
+            and same_values(filter_values, self.filter_values)
+        )
+
+
+class DryRunCache:
+    """Dry-run outcomes per group of equivalent preemptors; the least recently used groups beyond
+    `capacity` are dropped."""
+
+    def __init__(self, capacity: int = MAX_GROUPS) -> None:
+        self.capacity = capacity
+        self._groups: OrderedDict[Hashable, DryRunGroup] = OrderedDict()
+        self.hits = 0  # nodes whose outcome was known before the preemptor
+        self.computed = 0  # nodes dry-run for a group
+
+    def group(
+        self, key: Hashable, dry_run: DryRun, filter_values: Any, allowed: tuple[int, ...]
+    ) -> DryRunGroup:
+        """The group of `key`, emptied unless its outcomes hold for `dry_run`."""
+        budgets = tuple(dry_run.budgets)
+        layout = dry_run.snapshot.layout
+        g = self._groups.get(key)
+        if g is None or not g.valid_for(dry_run.profile, layout, filter_values, budgets, allowed):
+            g = DryRunGroup(dry_run.profile, layout, filter_values, budgets, allowed)
+            self._groups[key] = g
+            while len(self._groups) > self.capacity:
+                self._groups.popitem(last=False)
+        else:
+            self._groups.move_to_end(key)
+        return g
+
+    def clear(self) -> None:
+        """Drop every group."""
+        self._groups.clear()
+
+
+def _any_affinity(pods: Sequence[PodInfoLike]) -> bool:
+    return any(has_pod_affinity(p.cel) for p in pods)
+
+
+def group_key(profile: CompiledProfile, pod: PodInfoLike, evaluator: PodEvaluator) -> Hashable | None:
+    """What equivalent preemptors share (None: this pod shares its outcomes with none)."""
+    fields = profile.preemption.victim_pod_fields
+    signature = evaluator.signature()
+    if fields is None or signature is None:
+        return None
+    try:
+        victim_values = tuple(freeze(pod.cel.get(f, _MISSING)) for f in sorted(fields))
+        key = (id(profile), signature, victim_values)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+@dataclass(frozen=True)
+class SharedCycle:
+    """The cycle's evaluator and cluster functions lent to the preemption dry run (`NodeJudges`)."""
+
+    evaluator: PodEvaluator  # the preemptor's, over the cycle's cluster functions
+    reads_pods: Callable[[], bool]  # whether its pod-only state counted pods (asked after prepare)
+    first_evaluator: NominatedEvaluator  # first filter passes with nominated pods, same cluster functions
+    cache: DryRunCache
+
+    def judge(self, dry_run: DryRun) -> Callable[[NodeInfoLike], NodeOutcome]:
+        """The per-node judge of `dry_run`: the exact path unless the what-ifs count no pods."""
+        evaluator = self.evaluator
+        filter_values = evaluator.prepare("filter")
+        evaluator.track_cluster()
+        if self.reads_pods():
+            return dry_run.exact
+        cache = self.cache
+        key = group_key(dry_run.profile, dry_run.pod, evaluator)
+        group = None if key is None else cache.group(key, dry_run, filter_values, tuple(dry_run.allowed))
+        snapshot, pod = dry_run.snapshot, dry_run.pod
+
+        def fresh(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> tuple[NodeOutcome, bool]:
+            if _any_affinity(others):  # they change the first pass's pod-only state: its own evaluator
+                calls: list[bool] = []
+                outcome = dry_run.select_victims(node, lambda state: dry_run.exact_failure(state, calls))
+                return outcome, not calls
+
+            def shared_failure(state: NodeInfoLike) -> FilterFailure | None:
+                evaluator.reset_cluster_called()
+                failure = filter_with_others(evaluator, state, others, evaluator)
+                if evaluator.cluster_called:
+                    raise _ClusterCalled
+                return failure
+
+            try:
+                return dry_run.select_victims(node, shared_failure), True
+            except _ClusterCalled:
+                return dry_run.exact(node), False
+
+        def judge(node: NodeInfoLike) -> NodeOutcome:
+            others = nominated_others(pod, dry_run.nominated(node.name))
+            row = snapshot.row(node.name)
+            if group is None or row is None:
+                return fresh(node, others)[0]
+            version = int(snapshot.versions[row])
+            affine = _any_affinity(others)
+            first_values = self.first_evaluator(node, others).prepare("filter") if affine else None
+            hit = group.entries.get(row)
+            if hit is not None and hit.holds(version, others, first_values):
+                cache.hits += 1
+                return hit.outcome
+            outcome, keep = fresh(node, others)
+            cache.computed += 1
+            if keep:
+                group.entries[row] = _Entry(version, tuple(others), first_values, outcome)
+            else:
+                group.entries.pop(row, None)
+            return outcome
+
+        return judge
