@@ -101,9 +101,12 @@ class NodeResults:
         self.raw_ok: npt.NDArray[np.bool_] = np.zeros((n, rules), dtype=bool)
         self._filter_values: Any = _Unset()
         self._filter_text: str | None = None
-        # per score rule: the pod-only values its raw scores were computed with, and their repr
+        # per score rule: the pod-only values its raw scores were computed with, and their repr;
+        # and all of them together (the common case: nothing changed, one comparison)
         self._score_values: list[Any] = [_Unset()] * rules
         self._score_texts: list[str | None] = [None] * rules
+        self._all_score_values: Any = _Unset()
+        self._all_score_text: str | None = None
         # row -> verdict of a node with nominated pods
         self.nominated: dict[int, NominatedVerdict] = {}
 
@@ -115,6 +118,9 @@ class NodeResults:
 
     def use_score_values(self, values: Sequence[Any]) -> None:
         """Forget the raw scores of each rule whose pod-only values (`values[rule]`) are not the group's."""
+        if same_values(values, self._all_score_values, self._all_score_text):
+            return
+        self._all_score_values, self._all_score_text = values, _text(values)
         for j, value in enumerate(values):
             if not same_values(value, self._score_values[j], self._score_texts[j]):
                 self.raw_ok[:, j] = False

@@ -375,11 +375,11 @@ class Algorithm:
         if not rules:
             return np.zeros((len(rows), 0), dtype=np.int64)
         bound = int64_bound(rules)
-        unknown = ~g.raw_ok[rows]
-        lacking = unknown.any(axis=1)
+        known = g.raw_ok[rows]
+        lacking = ~known.all(axis=1)
         missing = rows[lacking]
         if missing.size >= BULK_MIN:
-            missing = self._bulk_scores(p, g, missing, unknown[lacking], bound)
+            missing = self._bulk_scores(p, g, missing, ~known[lacking], bound)
         cels = snapshot.cels()
         huge: dict[int, list[int]] = {}
         for row in missing.tolist():
