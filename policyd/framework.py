@@ -131,9 +131,12 @@ class PodEvaluator(Protocol):
         whether that may be reused for equivalent pods; None when the plans cannot evaluate this pod."""
         ...
 
-    def bulk_scores(self, columns: NodeTable, rows: IntpArray) -> tuple[FloatArray, bool] | None:
-        """Raw scores of `rows` (one column per score rule, as `score`) by the vectorised plans, and
-        whether they may be reused; None when the plans cannot give them."""
+    def bulk_scores(
+        self, columns: NodeTable, rows: IntpArray, wanted: BoolArray
+    ) -> tuple[FloatArray, BoolArray] | None:
+        """Raw scores of `rows` (one column per score rule, as `score`; only the `wanted` rules' columns
+        are meaningful) by the vectorised plans, and per rule whether they may be reused; None when
+        the plans cannot give them."""
         ...
 
     def signature(self) -> Hashable | None:
@@ -141,7 +144,8 @@ class PodEvaluator(Protocol):
         ...
 
     def prepare(self, phase: EvaluationPhase) -> tuple[Any, ...]:
-        """Compute the pod-only lets of `phase` before any node; returns their values."""
+        """Compute the pod-only lets of `phase` before any node; returns their values (for "score",
+        one tuple per `CompiledProfile.scores` entry: the values that rule reads)."""
         ...
 
     def track_cluster(self) -> None:

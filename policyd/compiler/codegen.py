@@ -84,6 +84,8 @@ class PolicyCode:
     prepare_score: Callable[..., Any] | None = None
     filter_pod_slots: tuple[int, ...] = ()
     score_pod_slots: tuple[int, ...] = ()
+    # per score rule (in order), the pod slots of the pod-only lets it reads
+    score_rule_pod_slots: tuple[tuple[int, ...], ...] = ()
     # top-level pod fields node-dependent code reads (rules and node-dependent lets); None: the whole
     # pod object is used other than as an argument of a `cluster` function
     node_pod_fields: frozenset[str] | None = None
@@ -463,6 +465,9 @@ class _PolicyGenerator:
             prepare_score=namespace["prepare_score"],
             filter_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of(self.filter_exprs())),
             score_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr for r in p.scores])),
+            score_rule_pod_slots=tuple(
+                tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr])) for r in p.scores
+            ),
             node_pod_fields=self.node_pod_fields(),
             pod_let_slots={name: i for name, (table, i) in self.slot.items() if table == "P"},
             instrumented=self.coverage is not None,

@@ -146,6 +146,11 @@ class CompiledPolicy(Protocol):
         ...
 
     @property
+    def score_rule_pod_slots(self) -> tuple[tuple[int, ...], ...]:
+        """Per score rule, the pod slots of the pod-only lets it reads."""
+        ...
+
+    @property
     def pod_let_slots(self) -> Mapping[str, int]:
         """Pod-only let name -> its pod slot."""
         ...

@@ -77,10 +77,12 @@ class GeneratedEvaluator:
         return key
 
     def prepare(self, phase: pl.EvaluationPhase) -> tuple[Any, ...]:
-        """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values."""
+        """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values (for
+        "score", one tuple per profile score rule: the values that rule reads)."""
         values: list[Any] = []
+        per_rule: list[tuple[Any, ...]] = [()] * self.n_scores
         cluster = self.calls.cluster
-        for _, code, pod_slots in self.parts:
+        for k, code, pod_slots in self.parts:
             if phase == "filter":
                 assert code.prepare_filter is not None
                 code.prepare_filter(self.pod, cluster, pod_slots)
@@ -88,8 +90,10 @@ class GeneratedEvaluator:
             else:
                 assert code.prepare_score is not None
                 code.prepare_score(self.pod, cluster, pod_slots)
-                values.extend(pod_slots[i] for i in code.score_pod_slots)
-        return tuple(values)
+                start = self.score_offsets[k]
+                for j, slots in enumerate(code.score_rule_pod_slots):
+                    per_rule[start + j] = tuple(pod_slots[i] for i in slots)
+        return tuple(values) if phase == "filter" else tuple(per_rule)
 
     def applied(self) -> tuple[int, ...]:
         """Indexes into the profile's policies of those whose `match` holds for the pod."""
@@ -114,9 +118,11 @@ class GeneratedEvaluator:
         """Which of `rows` pass every filter by the vectorised plans, and whether reusable (None: no plan)."""
         return self.vectorised.bulk_filter(columns, rows)
 
-    def bulk_scores(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
-        """Raw scores of `rows` by the vectorised plans, and whether reusable (None: no plan)."""
-        return self.vectorised.bulk_scores(columns, rows)
+    def bulk_scores(
+        self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
+    ) -> tuple[pl.FloatArray, pl.BoolArray] | None:
+        """Raw scores of `rows` for the `wanted` rules by the vectorised plans, and per rule whether reusable."""
+        return self.vectorised.bulk_scores(columns, rows, wanted)
 
     # -- one node at a time: the generated functions
 

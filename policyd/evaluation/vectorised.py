@@ -81,19 +81,27 @@ class VectorisedEvaluator:
             return None
         return passed, not self.cluster.called
 
-    def bulk_scores(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.FloatArray, bool] | None:
-        """Raw scores of `rows` by the plans (one column per profile score rule), and whether reusable."""
+    def bulk_scores(
+        self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
+    ) -> tuple[pl.FloatArray, pl.BoolArray] | None:
+        """Raw scores of `rows` by the plans (one column per profile score rule; 0 in the columns of
+        rules not `wanted`), and per rule whether reusable."""
         plans = self._plans("score")
         if plans is None:
             return None
         out = np.zeros((len(rows), self.n_scores), dtype=np.float64)
-        self.cluster.called = False
+        reusable = np.ones(self.n_scores, dtype=bool)
         try:
             for k, code, pod_slots, plan, rules in plans:
+                # a rule after one that called the cluster functions may read a let computed then
+                self.cluster.called = False
                 memo = self._evaluation(code, pod_slots, plan, columns, rows)
                 start = self.score_offsets[k]
                 for j, rule in enumerate(rules):
+                    if not wanted[start + j]:
+                        continue
                     out[:, start + j] = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
+                    reusable[start + j] = not self.cluster.called
         except Unsupported:
             return None
-        return out, not self.cluster.called
+        return out, reusable

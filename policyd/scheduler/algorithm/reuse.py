@@ -3,7 +3,9 @@
 Pods with the same `PodEvaluator.signature()` whose pod-only lets have the same values get the same
 verdict and raw scores on an unchanged node unless the evaluation called the cluster functions
 (docs/DESIGN.md, "Equivalent pods"). A group keeps them per snapshot row with the row's cache
-generation; rows whose generation moved are evaluated again, others are reused. The least recently
+generation; rows whose generation moved are evaluated again, others are reused. Verdicts are keyed
+by all the pod-only filter values; a raw score by the pod-only values of its own rule only, so a pod
+whose other rules' values changed keeps it. The least recently
 used groups beyond `capacity` are dropped. A pod without a signature (or a scheduler without reuse)
 gets fresh, unshared results: the algorithm is the same either way.
 """
@@ -95,32 +97,40 @@ class NodeResults:
         self.status: npt.NDArray[np.int32] = np.full(n, UNKNOWN, dtype=np.int32)
         self.failures: list[FilterFailure] = []
         self.raw: npt.NDArray[np.int64] = np.zeros((n, rules), dtype=np.int64)
-        self.raw_ok: npt.NDArray[np.bool_] = np.zeros(n, dtype=bool)
+        # (row, rule) -> the raw score is known for the rule's current pod-only values
+        self.raw_ok: npt.NDArray[np.bool_] = np.zeros((n, rules), dtype=bool)
         self._filter_values: Any = _Unset()
-        self._score_values: Any = _Unset()
         self._filter_text: str | None = None
-        self._score_text: str | None = None
+        # per score rule: the pod-only values its raw scores were computed with, and their repr;
+        # and all of them together (the common case: nothing changed, one comparison)
+        self._score_values: list[Any] = [_Unset()] * rules
+        self._score_texts: list[str | None] = [None] * rules
+        self._all_score_values: Any = _Unset()
+        self._all_score_text: str | None = None
         # row -> verdict of a node with nominated pods
         self.nominated: dict[int, NominatedVerdict] = {}
 
     def use_filter_values(self, values: Any) -> None:
-        """Forget the verdicts (and scores) unless the pod-only filter values are the group's."""
+        """Forget the verdicts unless the pod-only filter values are the group's."""
         if not same_values(values, self._filter_values, self._filter_text):
             self.forget_filters()
             self._filter_values, self._filter_text = values, _text(values)
 
-    def use_score_values(self, values: Any) -> None:
-        """Forget the raw scores unless the pod-only score values are the group's."""
-        if not same_values(values, self._score_values, self._score_text):
-            self.raw_ok.fill(False)
-            self._score_values, self._score_text = values, _text(values)
+    def use_score_values(self, values: Sequence[Any]) -> None:
+        """Forget the raw scores of each rule whose pod-only values (`values[rule]`) are not the group's."""
+        if same_values(values, self._all_score_values, self._all_score_text):
+            return
+        self._all_score_values, self._all_score_text = values, _text(values)
+        for j, value in enumerate(values):
+            if not same_values(value, self._score_values[j], self._score_texts[j]):
+                self.raw_ok[:, j] = False
+                self._score_values[j], self._score_texts[j] = value, _text(value)
 
     def forget_filters(self) -> None:
-        """Forget every verdict and raw score."""
+        """Forget every verdict (raw scores are keyed by their own values: `use_score_values`)."""
         self.status.fill(UNKNOWN)
         self.failures = []
         self.nominated = {}
-        self.raw_ok.fill(False)
 
     def record_failure(self, failure: FilterFailure) -> int:
         """The verdict code of a reusable `failure`."""
@@ -136,6 +146,7 @@ class GroupCache:
         self._groups: OrderedDict[tuple[int, Hashable], NodeResults] = OrderedDict()
         self.hits = 0  # window rows whose verdict was known before the pod
         self.evaluations = 0  # rows evaluated per node
+        self.scored = 0  # raw scores computed, one per (row, rule)
 
     def group(self, profile: CompiledProfile, signature: Hashable, snapshot: Snapshot) -> NodeResults:
         """The group of `signature`, with the rows changed in `snapshot` since its last use forgotten."""

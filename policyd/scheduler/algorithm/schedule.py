@@ -338,34 +338,60 @@ class Algorithm:
             normalized,
         )
 
+    def _bulk_scores(
+        self, p: _Placing, g: NodeResults, missing: IntpArray, unknown: npt.NDArray[np.bool_], bound: int
+    ) -> IntpArray:
+        """Raw scores of `missing` rows (`unknown`: the rules each lacks) by the vectorised plans, only
+        for the rules the rows lack: rows lacking the same rules together, and the rows of rarer sets
+        together; returns the rows left to the per-node functions."""
+        patterns, which = np.unique(unknown, axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        sizes = np.bincount(which, minlength=len(patterns))
+        parts = [(which == k, patterns[k]) for k in np.flatnonzero(sizes >= BULK_MIN).tolist()]
+        rare = sizes[which] < BULK_MIN
+        if rare.sum() >= BULK_MIN:
+            parts.append((rare, unknown[rare].any(axis=0)))
+        done = np.zeros(len(missing), dtype=bool)
+        for mask, wanted in parts:
+            part = missing[mask]
+            result = p.evaluator.bulk_scores(self.columns.sync(p.snapshot), part, wanted)
+            if result is None:
+                continue
+            values = result[0][:, wanted]
+            if not np.isfinite(values).all() or np.abs(values).max() > bound:
+                continue
+            cells = np.ix_(part, np.flatnonzero(wanted))
+            g.raw[cells] = np.trunc(values).astype(np.int64)  # int(float) as per node
+            g.raw_ok[cells] = result[1][wanted]
+            self.bulk_rows += len(part)
+            if self.groups is not None:
+                self.groups.scored += int(values.size)
+            done |= mask
+        return missing[~done]
+
     def _raw_scores(self, p: _Placing, g: NodeResults, rows: IntpArray) -> ScoreArray:
         """Raw scores of the feasible `rows` (int64; Python ints where a value is beyond int64 sums)."""
         evaluator, snapshot, rules = p.evaluator, p.snapshot, p.profile.scores
         if not rules:
             return np.zeros((len(rows), 0), dtype=np.int64)
         bound = int64_bound(rules)
-        missing = rows[~g.raw_ok[rows]]
+        known = g.raw_ok[rows]
+        lacking = ~known.all(axis=1)
+        missing = rows[lacking]
         if missing.size >= BULK_MIN:
-            result = evaluator.bulk_scores(self.columns.sync(snapshot), missing)
-            if result is not None:
-                values, cacheable = result
-                if np.isfinite(values).all() and (values.size == 0 or np.abs(values).max() <= bound):
-                    g.raw[missing] = np.trunc(values).astype(np.int64)  # int(float) as per node
-                    if cacheable:
-                        g.raw_ok[missing] = True
-                    self.bulk_rows += len(missing)
-                    missing = missing[:0]
+            missing = self._bulk_scores(p, g, missing, ~known[lacking], bound)
         cels = snapshot.cels()
         huge: dict[int, list[int]] = {}
         for row in missing.tolist():
             evaluator.reset_cluster_called()
             raw = [int(v) for v in evaluator.score(cels[row])]
+            if self.groups is not None:
+                self.groups.scored += len(raw)
             if any(abs(v) > bound for v in raw):
                 huge[row] = raw
                 continue
             g.raw[row] = raw
-            if not evaluator.cluster_called:
-                g.raw_ok[row] = True
+            g.raw_ok[row] = not evaluator.cluster_called
         matrix: ScoreArray = g.raw[rows]
         if huge:
             matrix = matrix.astype(object)

@@ -201,7 +201,7 @@ def check_evaluators_agree(profile: Any, cels: list[Any], pod: Any, cluster: Any
         for row in np.flatnonzero(passed).tolist():
             assert verdicts[row] is None, (row, verdicts[row])
     plans.prepare("score")
-    scored = plans.bulk_scores(columns, rows)
+    scored = plans.bulk_scores(columns, rows, np.ones(len(profile.scores), dtype=bool))
     if scored is not None:
         values, _ = scored
         for row, c in enumerate(cels):

@@ -163,14 +163,14 @@ class FakeEvaluator:
     def bulk_filter(self, columns: Any, rows: Any) -> None:
         return None
 
-    def bulk_scores(self, columns: Any, rows: Any) -> None:
+    def bulk_scores(self, columns: Any, rows: Any, wanted: Any) -> None:
         return None
 
     def signature(self) -> None:
         return None
 
     def prepare(self, phase: str) -> tuple[Any, ...]:
-        return ()
+        return () if phase == "filter" else ((),)  # score: one (empty) tuple for the one score rule
 
     def applied(self) -> tuple[int, ...]:
         return (0,)  # the one fake policy
