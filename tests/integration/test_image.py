@@ -30,7 +30,7 @@ from policyd.envtest import LocalControlPlane
 from .apiserver import KubeTestContext
 from .test_api_backend import make_node, make_pod, node_of, wait_for
 from .test_reload_api import zone_policy
-from .test_run import apply_deploy_rbac
+from .test_run import apply_deploy_rbac, service_account_token
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -104,20 +104,6 @@ def write_atomic_dir(target: Path, files: dict[str, str], mode: int = 0o644) -> 
         (stamp / name).chmod(mode)
         (target / name).symlink_to(f"..data/{name}")
     (target / "..data").symlink_to(stamp.name)
-
-
-def service_account_token(kube: KubeClient, ns: str, name: str) -> str:
-    kube.request("POST", object_path("v1", "serviceaccounts", ns), body={"metadata": {"name": name}})
-    req = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
-    }
-    return str(
-        kube.request("POST", object_path("v1", "serviceaccounts", ns, name) + "/token", body=req)["status"][
-            "token"
-        ]
-    )
 
 
 def get(url: str) -> tuple[int, str]:
