@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY = 1 << 20  # 1 MiB: the largest policy + cluster text a request may carry
+DRAIN_LIMIT = 16 * MAX_BODY  # a refused body up to this size is read and dropped before the 413
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -205,7 +206,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.LENGTH_REQUIRED, "the request needs a Content-Length")
             return None
         if length > MAX_BODY:
-            self.close_connection = True  # the unread body must not be taken for the next request
+            # read and drop a body of modest size first, so the client can finish sending and read the
+            # answer (an unread body makes its writes fail with a broken pipe); larger ones are not read
+            if length <= DRAIN_LIMIT:
+                while length > 0:
+                    chunk = self.rfile.read(min(length, 1 << 16))
+                    if not chunk:
+                        break
+                    length -= len(chunk)
+            self.close_connection = True  # any unread body must not be taken for the next request
             self._error(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
                 f"the request body is {length} bytes; the playground takes at most {MAX_BODY} bytes",
