@@ -29,6 +29,12 @@ DEFAULT_PROFILE = "policyd"
 IntpArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+Int8Array = npt.NDArray[np.int8]
+
+# one filter rule's verdict on one node, as `PodEvaluator.bulk_filter` reports it
+RULE_UNKNOWN = 0  # not evaluated, or the plans were unsure (the per-node function decides)
+RULE_PASS = 1  # passed, or the rule's policy does not apply to the pod
+RULE_FAIL = 2
 
 
 @dataclass(frozen=True)
@@ -126,9 +132,13 @@ class PodEvaluator(Protocol):
         """Raw (un-normalised) scores, one per `CompiledProfile.scores` entry, for a feasible node."""
         ...
 
-    def bulk_filter(self, columns: NodeTable, rows: IntpArray) -> tuple[BoolArray, bool] | None:
-        """Which `rows` pass every filter by the vectorised plans (the others fail or are unsure), and
-        whether that may be reused for equivalent pods; None when the plans cannot evaluate this pod."""
+    def bulk_filter(
+        self, columns: NodeTable, rows: IntpArray, wanted: BoolArray
+    ) -> tuple[Int8Array, BoolArray] | None:
+        """The verdicts of the `wanted` filter rules on `rows` by the vectorised plans (one column per
+        `CompiledProfile.filters` entry: `RULE_PASS`, `RULE_FAIL`, or `RULE_UNKNOWN` where unsure or
+        not wanted; rules of policies that do not apply pass), and per rule whether they may be reused
+        for equivalent pods; None when the plans cannot evaluate this pod."""
         ...
 
     def bulk_scores(
@@ -144,8 +154,8 @@ class PodEvaluator(Protocol):
         ...
 
     def prepare(self, phase: EvaluationPhase) -> tuple[Any, ...]:
-        """Compute the pod-only lets of `phase` before any node; returns their values (for "score",
-        one tuple per `CompiledProfile.scores` entry: the values that rule reads)."""
+        """Compute the pod-only lets of `phase` before any node; returns one tuple per
+        `CompiledProfile.filters` (or `.scores`) entry: the pod-only values that rule reads."""
         ...
 
     def track_cluster(self) -> None:

@@ -84,7 +84,9 @@ class PolicyCode:
     prepare_score: Callable[..., Any] | None = None
     filter_pod_slots: tuple[int, ...] = ()
     score_pod_slots: tuple[int, ...] = ()
-    # per score rule (in order), the pod slots of the pod-only lets it reads
+    # per filter rule (in order), the pod slots of the pod-only lets its verdict, reason and
+    # unresolvable read; per score rule, those its expression reads
+    filter_rule_pod_slots: tuple[tuple[int, ...], ...] = ()
     score_rule_pod_slots: tuple[tuple[int, ...], ...] = ()
     # top-level pod fields node-dependent code reads (rules and node-dependent lets); None: the whole
     # pod object is used other than as an argument of a `cluster` function
@@ -162,13 +164,12 @@ class _PolicyGenerator:
 
     def filter_exprs(self) -> list[ir.Expression]:
         """Every expression of the filter rules (verdicts, reasons, unresolvable)."""
-        out: list[ir.Expression] = []
-        for rule in self.policy.filters:
-            out.append(rule.expr)
-            for extra in (rule.reason, rule.unresolvable):
-                if isinstance(extra, ir.Expression):
-                    out.append(extra)
-        return out
+        return [e for rule in self.policy.filters for e in self.rule_exprs(rule)]
+
+    @staticmethod
+    def rule_exprs(rule: ir.FilterRule) -> list[ir.Expression]:
+        """The expressions of one filter rule: its verdict, then its reason and unresolvable if CEL."""
+        return [rule.expr, *(e for e in (rule.reason, rule.unresolvable) if isinstance(e, ir.Expression))]
 
     def pod_lets_of(self, exprs: Sequence[ir.Expression]) -> list[str]:
         """The pod-only lets `exprs` need, dependencies first."""
@@ -465,6 +466,9 @@ class _PolicyGenerator:
             prepare_score=namespace["prepare_score"],
             filter_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of(self.filter_exprs())),
             score_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr for r in p.scores])),
+            filter_rule_pod_slots=tuple(
+                tuple(self.slot[n][1] for n in self.pod_lets_of(self.rule_exprs(r))) for r in p.filters
+            ),
             score_rule_pod_slots=tuple(
                 tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr])) for r in p.scores
             ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from policyd.compiler.codegen import (
     rule_ref,
 )
 from policyd.errors import Diagnostic, PolicyError, SourceSpan
-from policyd.evaluation.code import LAST, descending
+from policyd.evaluation.code import LAST, RuleLayout, descending
 from policyd.evaluation.coverage import CoverageCollector, RuleKind
 from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.policy import syntax as ir
@@ -123,6 +123,7 @@ class _Profile:
     filters: tuple[pl.RuleRef, ...] = ()
     scores: tuple[pl.ScoreRule, ...] = ()
     score_offsets: tuple[int, ...] = ()
+    filter_offsets: tuple[int, ...] = ()
     wake: Mapping[pl.RuleRef, frozenset[str]] = field(default_factory=dict)
     node_pod_fields: tuple[str, ...] | None = None
 
@@ -130,11 +131,8 @@ class _Profile:
         self.policies = tuple(c.policy.name.value for c in self.codes)
         self.filters = tuple(f for c in self.codes for f in c.filters)
         self.scores = tuple(s for c in self.codes for s in c.scores)
-        offsets, total = [], 0
-        for c in self.codes:
-            offsets.append(total)
-            total += len(c.scores)
-        self.score_offsets = tuple(offsets)
+        self.score_offsets = _offsets(len(c.scores) for c in self.codes)
+        self.filter_offsets = _offsets(len(c.filters) for c in self.codes)
         self.wake = {
             ref: events_for_reads(code.reads.get(ref.name, frozenset()))
             for code in self.codes
@@ -168,12 +166,25 @@ class _Profile:
         """Prepare the per-pod evaluation: the policies that apply to `pod`, their generated functions."""
         parts = [(k, code) for k, code in enumerate(self.codes) if self.matches(code, pod, cluster)]
         return GeneratedEvaluator(
-            pod, cluster, parts, self.score_offsets, len(self.scores), self.node_pod_fields
+            pod,
+            cluster,
+            parts,
+            RuleLayout(self.filter_offsets, len(self.filters), self.score_offsets, len(self.scores)),
+            self.node_pod_fields,
         )
 
     def wake_events(self, rule: pl.RuleRef) -> frozenset[str]:
         """Event kinds that may make a pod rejected by `rule` schedulable."""
         return self.wake.get(rule, pl.ALL_EVENTS)
+
+
+def _offsets(sizes: Iterable[int]) -> tuple[int, ...]:
+    """Where each policy's rules start in the profile's rules (running sums of `sizes`)."""
+    out, total = [], 0
+    for size in sizes:
+        out.append(total)
+        total += size
+    return tuple(out)
 
 
 def _queue_function(

@@ -3,17 +3,29 @@
 `UNSET` marks a let slot not computed yet, `LetError` a let whose evaluation failed; `descending` and
 `LAST` build queue-sort keys. `CompiledPolicy` is the view of one compiled policy (the code generator's
 `policyd.compiler.codegen.PolicyCode`) the evaluators run: its generated functions, its slot layout and
-its vectorised plans.
+its vectorised plans. `RuleLayout` places a policy's rules among its profile's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from policyd import framework as pl
 from policyd.cel.runtime import as_eval_error
 from policyd.evaluation.plans import PolicyPlan
+
+
+@dataclass(frozen=True)
+class RuleLayout:
+    """Where each policy's filter and score rules sit among its profile's (per policy, the index of
+    its first rule), and how many the profile has."""
+
+    filter_offsets: Sequence[int]
+    n_filters: int
+    score_offsets: Sequence[int]
+    n_scores: int
 
 
 class _Unset:
@@ -143,6 +155,11 @@ class CompiledPolicy(Protocol):
     @property
     def score_pod_slots(self) -> tuple[int, ...]:
         """The pod slots `prepare_score` fills."""
+        ...
+
+    @property
+    def filter_rule_pod_slots(self) -> tuple[tuple[int, ...], ...]:
+        """Per filter rule, the pod slots of the pod-only lets its verdict, reason and unresolvable read."""
         ...
 
     @property

@@ -17,7 +17,7 @@ from typing import Any
 
 from policyd import framework as pl
 from policyd.cel.values import freeze
-from policyd.evaluation.code import UNSET, CompiledPolicy
+from policyd.evaluation.code import UNSET, CompiledPolicy, RuleLayout
 from policyd.evaluation.vectorised import Part, VectorisedEvaluator
 
 _MISSING = object()
@@ -45,8 +45,7 @@ class GeneratedEvaluator:
         pod: pl.CelObject,
         cluster: Any,
         parts: Sequence[tuple[int, CompiledPolicy]],
-        score_offsets: Sequence[int],
-        n_scores: int,
+        layout: RuleLayout,
         node_pod_fields: tuple[str, ...] | None,
     ) -> None:
         self.pod = pod
@@ -55,10 +54,9 @@ class GeneratedEvaluator:
         self.parts: list[Part] = [(k, code, [UNSET] * code.pod_slots) for k, code in parts]
         self.node: Any = None
         self.node_slots: list[list[Any]] = []
-        self.score_offsets = score_offsets
-        self.n_scores = n_scores
+        self.layout = layout
         self.node_pod_fields = node_pod_fields
-        self.vectorised = VectorisedEvaluator(pod, self.calls, self.parts, score_offsets, n_scores)
+        self.vectorised = VectorisedEvaluator(pod, self.calls, self.parts, layout)
 
     # -- reuse across pods
 
@@ -77,23 +75,21 @@ class GeneratedEvaluator:
         return key
 
     def prepare(self, phase: pl.EvaluationPhase) -> tuple[Any, ...]:
-        """Compute the pod-only lets of `phase` ("filter" or "score"); returns their values (for
-        "score", one tuple per profile score rule: the values that rule reads)."""
-        values: list[Any] = []
-        per_rule: list[tuple[Any, ...]] = [()] * self.n_scores
+        """Compute the pod-only lets of `phase` ("filter" or "score"); returns one tuple per profile
+        filter (or score) rule: the pod-only values that rule reads (() for policies not applying)."""
+        layout = self.layout
+        filters = phase == "filter"
+        per_rule: list[tuple[Any, ...]] = [()] * (layout.n_filters if filters else layout.n_scores)
         cluster = self.calls.cluster
         for k, code, pod_slots in self.parts:
-            if phase == "filter":
-                assert code.prepare_filter is not None
-                code.prepare_filter(self.pod, cluster, pod_slots)
-                values.extend(pod_slots[i] for i in code.filter_pod_slots)
-            else:
-                assert code.prepare_score is not None
-                code.prepare_score(self.pod, cluster, pod_slots)
-                start = self.score_offsets[k]
-                for j, slots in enumerate(code.score_rule_pod_slots):
-                    per_rule[start + j] = tuple(pod_slots[i] for i in slots)
-        return tuple(values) if phase == "filter" else tuple(per_rule)
+            prepare = code.prepare_filter if filters else code.prepare_score
+            assert prepare is not None
+            prepare(self.pod, cluster, pod_slots)
+            start = (layout.filter_offsets if filters else layout.score_offsets)[k]
+            rule_slots = code.filter_rule_pod_slots if filters else code.score_rule_pod_slots
+            for j, slots in enumerate(rule_slots):
+                per_rule[start + j] = tuple(pod_slots[i] for i in slots)
+        return tuple(per_rule)
 
     def applied(self) -> tuple[int, ...]:
         """Indexes into the profile's policies of those whose `match` holds for the pod."""
@@ -114,9 +110,12 @@ class GeneratedEvaluator:
 
     # -- many nodes at once: the vectorised evaluator
 
-    def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
-        """Which of `rows` pass every filter by the vectorised plans, and whether reusable (None: no plan)."""
-        return self.vectorised.bulk_filter(columns, rows)
+    def bulk_filter(
+        self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
+    ) -> tuple[pl.Int8Array, pl.BoolArray] | None:
+        """Verdicts of the `wanted` filter rules on `rows` by the vectorised plans, and per rule
+        whether reusable (None: no plan)."""
+        return self.vectorised.bulk_filter(columns, rows, wanted)
 
     def bulk_scores(
         self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
@@ -158,9 +157,9 @@ class GeneratedEvaluator:
     def score(self, node: pl.CelObject) -> list[float]:
         """Raw scores per profile score rule (0 for rules of policies that do not apply)."""
         slots = self._slots(node)
-        out = [0.0] * self.n_scores
+        out = [0.0] * self.layout.n_scores
         for i, (k, code, pod_slots) in enumerate(self.parts):
-            start = self.score_offsets[k]
+            start = self.layout.score_offsets[k]
             values = code.score(self.pod, self.cluster, node, pod_slots, slots[i])
             out[start : start + len(values)] = values
         return out

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from policyd import framework as pl
-from policyd.evaluation.code import UNSET, CompiledPolicy, LetError
+from policyd.evaluation.code import UNSET, CompiledPolicy, LetError, RuleLayout
 from policyd.evaluation.columnar import EvalErr, Unsupported
 from policyd.evaluation.plans import Evaluation, ExprPlan, PolicyPlan
 
@@ -31,14 +31,12 @@ class VectorisedEvaluator:
         pod: pl.CelObject,
         cluster: Any,
         parts: Sequence[Part],
-        score_offsets: Sequence[int],
-        n_scores: int,
+        layout: RuleLayout,
     ) -> None:
         self.pod = pod
         self.cluster = cluster  # the cluster functions, seen through the per-node evaluator's call tracker
         self.parts = parts
-        self.score_offsets = score_offsets
-        self.n_scores = n_scores
+        self.layout = layout
 
     def _plans(
         self, kind: str
@@ -65,21 +63,37 @@ class VectorisedEvaluator:
             memo.know_let(name, EvalErr(value.message) if isinstance(value, LetError) else value)
         return memo
 
-    def bulk_filter(self, columns: pl.NodeTable, rows: pl.IntpArray) -> tuple[pl.BoolArray, bool] | None:
-        """Rows passing every filter by the plans, and whether no cluster call depended on the node."""
+    def bulk_filter(
+        self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
+    ) -> tuple[pl.Int8Array, pl.BoolArray] | None:
+        """Verdicts of the `wanted` filter rules on `rows` by the plans (`RULE_UNKNOWN` where unsure
+        or not wanted; rules of policies not applying pass), and per rule whether no cluster call
+        depended on the node."""
         plans = self._plans("filter")
         if plans is None:
             return None
-        passed = np.ones(len(rows), dtype=bool)
-        self.cluster.called = False
+        out = np.full((len(rows), self.layout.n_filters), pl.RULE_PASS, dtype=np.int8)
+        reusable = np.ones(self.layout.n_filters, dtype=bool)
         try:
-            for _, code, pod_slots, plan, rules in plans:
+            for k, code, pod_slots, plan, rules in plans:
+                start = self.layout.filter_offsets[k]
+                out[:, start : start + len(rules)] = pl.RULE_UNKNOWN
+                if not wanted[start : start + len(rules)].any():
+                    continue
+                # a rule after one that called the cluster functions may read a let computed then
+                self.cluster.called = False
                 memo = self._evaluation(code, pod_slots, plan, columns, rows)
-                for rule in rules:
-                    passed &= rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
+                for j, rule in enumerate(rules):
+                    if not wanted[start + j]:
+                        continue
+                    result = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows)
+                    out[:, start + j] = np.where(
+                        result.unsure, pl.RULE_UNKNOWN, np.where(result.values, pl.RULE_PASS, pl.RULE_FAIL)
+                    )
+                    reusable[start + j] = not self.cluster.called
         except Unsupported:
             return None
-        return passed, not self.cluster.called
+        return out, reusable
 
     def bulk_scores(
         self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
@@ -89,14 +103,14 @@ class VectorisedEvaluator:
         plans = self._plans("score")
         if plans is None:
             return None
-        out = np.zeros((len(rows), self.n_scores), dtype=np.float64)
-        reusable = np.ones(self.n_scores, dtype=bool)
+        out = np.zeros((len(rows), self.layout.n_scores), dtype=np.float64)
+        reusable = np.ones(self.layout.n_scores, dtype=bool)
         try:
             for k, code, pod_slots, plan, rules in plans:
                 # a rule after one that called the cluster functions may read a let computed then
                 self.cluster.called = False
                 memo = self._evaluation(code, pod_slots, plan, columns, rows)
-                start = self.score_offsets[k]
+                start = self.layout.score_offsets[k]
                 for j, rule in enumerate(rules):
                     if not wanted[start + j]:
                         continue

@@ -3,15 +3,19 @@
 Pods with the same `PodEvaluator.signature()` whose pod-only lets have the same values get the same
 verdict and raw scores on an unchanged node unless the evaluation called the cluster functions
 (docs/DESIGN.md, "Equivalent pods"). A group keeps them per snapshot row with the row's cache
-generation; rows whose generation moved are evaluated again, others are reused. Verdicts are keyed
-by all the pod-only filter values; a raw score by the pod-only values of its own rule only, so a pod
-whose other rules' values changed keeps it. The least recently
+generation; rows whose generation moved are evaluated again, others are reused. Each filter rule's
+verdict and each raw score is keyed by the pod-only values of its own rule only, so a pod whose other
+rules' values changed keeps it (a bind that moves the spread counts re-evaluates the spread rule
+alone); a row's combined verdict is kept while no rule up to its first failing one changed. A row
+known to fail may wait for its failure (which rule, which reasons) until someone asks (`DEFERRED`).
+The least recently
 used groups beyond `capacity` are dropped. A pod without a signature (or a scheduler without reuse)
 gets fresh, unshared results: the algorithm is the same either way.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -20,12 +24,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from policyd.framework import CompiledProfile, FilterFailure
+from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN, CompiledProfile, FilterFailure, RuleRef
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
 
-# node verdict codes (>= 0: index of a cached FilterFailure; <= -3: a failure of this pod only)
+# node verdict codes (>= 0: index of a cached FilterFailure; DEFERRED: fails, the failure is found
+# when asked for; OWN and below: a failure of this pod only)
 UNKNOWN = -2
 PASS = -1
+DEFERRED = -3
+OWN = -4
 MAX_GROUPS = 64
 
 
@@ -88,47 +95,64 @@ class NominatedVerdict:
 
 
 class NodeResults:
-    """What the pods of one group learnt about every node (rows of one snapshot layout)."""
+    """What the pods of one group learnt about every node (rows of one snapshot layout).
 
-    def __init__(self, profile: CompiledProfile, n: int, layout: int, rules: int) -> None:
+    Per row: the combined verdict (`status`: UNKNOWN, PASS, a failure code) and the first failing
+    rule; per (row, filter rule) the rule's own verdict (`verdicts`, framework.RULE_*), each kept
+    while the row's version and the pod-only values that rule reads stay the same; per (row, score
+    rule) the raw score likewise."""
+
+    def __init__(self, profile: CompiledProfile, n: int, layout: int, rules: int, filters: int = 0) -> None:
         self.profile = profile
         self.layout = layout
         self.versions: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
         self.status: npt.NDArray[np.int32] = np.full(n, UNKNOWN, dtype=np.int32)
         self.failures: list[FilterFailure] = []
+        # per row, the index of the first failing filter rule (`filters` when none is known to fail)
+        self.first_fail: npt.NDArray[np.int32] = np.full(n, filters, dtype=np.int32)
+        self.verdicts: npt.NDArray[np.int8] = np.zeros((n, filters), dtype=np.int8)
         self.raw: npt.NDArray[np.int64] = np.zeros((n, rules), dtype=np.int64)
         # (row, rule) -> the raw score is known for the rule's current pod-only values
         self.raw_ok: npt.NDArray[np.bool_] = np.zeros((n, rules), dtype=bool)
-        self._filter_values: Any = _Unset()
-        self._filter_text: str | None = None
-        # per score rule: the pod-only values its raw scores were computed with, and their repr;
-        # and all of them together (the common case: nothing changed, one comparison)
-        self._score_values: list[Any] = [_Unset()] * rules
-        self._score_texts: list[str | None] = [None] * rules
-        self._all_score_values: Any = _Unset()
-        self._all_score_text: str | None = None
+        # per filter rule, and per score rule: the pod-only values its results were computed with,
+        # and their repr; and all of them together (the common case: nothing changed, one comparison)
+        self._filter = _RuleValues(filters)
+        self._score = _RuleValues(rules)
         # row -> verdict of a node with nominated pods
         self.nominated: dict[int, NominatedVerdict] = {}
 
-    def use_filter_values(self, values: Any) -> None:
-        """Forget the verdicts unless the pod-only filter values are the group's."""
-        if not same_values(values, self._filter_values, self._filter_text):
-            self.forget_filters()
-            self._filter_values, self._filter_text = values, _text(values)
+    def use_filter_values(self, values: Sequence[Any]) -> None:
+        """Forget the verdicts of each filter rule whose pod-only values (`values[rule]`) are not the
+        group's, and the combined verdicts that may depend on them."""
+        changed = self._filter.changed(values)
+        if not changed:
+            return
+        self.verdicts[:, changed] = RULE_UNKNOWN
+        first = min(changed)
+        # a row failing at an earlier rule than every changed one keeps its failure
+        stale = self.first_fail >= first
+        self.status[stale] = UNKNOWN
+        self.first_fail[stale] = self.verdicts.shape[1]
+        self.nominated = {}
 
     def use_score_values(self, values: Sequence[Any]) -> None:
         """Forget the raw scores of each rule whose pod-only values (`values[rule]`) are not the group's."""
-        if same_values(values, self._all_score_values, self._all_score_text):
-            return
-        self._all_score_values, self._all_score_text = values, _text(values)
-        for j, value in enumerate(values):
-            if not same_values(value, self._score_values[j], self._score_texts[j]):
-                self.raw_ok[:, j] = False
-                self._score_values[j], self._score_texts[j] = value, _text(value)
+        changed = self._score.changed(values)
+        if changed:
+            self.raw_ok[:, changed] = False
+
+    def forget_rows(self, rows: npt.NDArray[np.intp]) -> None:
+        """Forget everything known about `rows` (their node or its pods changed)."""
+        self.status[rows] = UNKNOWN
+        self.first_fail[rows] = self.verdicts.shape[1]
+        self.verdicts[rows] = RULE_UNKNOWN
+        self.raw_ok[rows] = False
 
     def forget_filters(self) -> None:
         """Forget every verdict (raw scores are keyed by their own values: `use_score_values`)."""
         self.status.fill(UNKNOWN)
+        self.first_fail.fill(self.verdicts.shape[1])
+        self.verdicts.fill(RULE_UNKNOWN)
         self.failures = []
         self.nominated = {}
 
@@ -136,6 +160,65 @@ class NodeResults:
         """The verdict code of a reusable `failure`."""
         self.failures.append(failure)
         return len(self.failures) - 1
+
+    def record_node_verdict(self, row: int, code: int, failure: FilterFailure | None) -> None:
+        """Keep a reusable per-node verdict: the rules before the failing one passed (all when none
+        failed), the failing one failed, later ones were not evaluated."""
+        self.status[row] = code
+        rules = self.verdicts.shape[1]
+        k = rules if failure is None else self.rule_index[failure.rule]
+        self.verdicts[row, :k] = RULE_PASS
+        if k < rules:
+            self.verdicts[row, k] = RULE_FAIL
+        self.first_fail[row] = k
+
+    @functools.cached_property
+    def rule_index(self) -> dict[RuleRef, int]:
+        """Filter rule -> its index among the profile's filters."""
+        return {ref: i for i, ref in enumerate(self.profile.filters)}
+
+
+class _RuleValues:
+    """The pod-only values each rule's cached results were computed with (their repr, which tells
+    equal values of different types apart, made only when a value compares equal)."""
+
+    def __init__(self, rules: int) -> None:
+        self._values: list[Any] = [_Unset()] * rules
+        self._texts: list[str | None] = [None] * rules
+        self._all: Any = _Unset()
+        self._all_text: str | None = None
+
+    def changed(self, values: Sequence[Any]) -> list[int]:
+        """The rules whose values differ from the last ones (which `values` then replace)."""
+        if self._same(values, self._all):
+            if self._all_text is None:
+                self._all_text = _text(self._all)
+            if same_values(values, self._all, self._all_text):
+                return []
+        self._all, self._all_text = values, None
+        out = []
+        for j, value in enumerate(values):
+            old = self._values[j]
+            if self._same(value, old):
+                if self._texts[j] is None:
+                    self._texts[j] = _text(old)
+                if same_values(value, old, self._texts[j]):
+                    continue
+            out.append(j)
+            self._values[j], self._texts[j] = value, None
+        return out
+
+    @staticmethod
+    def _same(a: Any, b: Any) -> bool:
+        """`a == b` (values that cannot be compared are not the same)."""
+        if a is b:
+            return True
+        if isinstance(a, _Unset) or isinstance(b, _Unset):
+            return False
+        try:
+            return bool(a == b)
+        except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
+            return False
 
 
 class GroupCache:
@@ -147,6 +230,7 @@ class GroupCache:
         self.hits = 0  # window rows whose verdict was known before the pod
         self.evaluations = 0  # rows evaluated per node
         self.scored = 0  # raw scores computed, one per (row, rule)
+        self.judged = 0  # filter verdicts asked of the vectorised plans, one per (row, rule)
 
     def group(self, profile: CompiledProfile, signature: Hashable, snapshot: Snapshot) -> NodeResults:
         """The group of `signature`, with the rows changed in `snapshot` since its last use forgotten."""
@@ -162,8 +246,7 @@ class GroupCache:
             self._groups.move_to_end(key)
         changed = np.flatnonzero(g.versions != snapshot.versions)
         if changed.size:
-            g.status[changed] = UNKNOWN
-            g.raw_ok[changed] = False
+            g.forget_rows(changed)
             g.versions[changed] = snapshot.versions[changed]
         if len(g.failures) > 4 * n + 64:  # failing rows re-evaluated over and over
             g.forget_filters()
@@ -176,4 +259,4 @@ class GroupCache:
 
 def fresh_results(profile: CompiledProfile, snapshot: Snapshot) -> NodeResults:
     """Empty node results for `snapshot`'s rows (a pod that shares them with no other)."""
-    return NodeResults(profile, len(snapshot), snapshot.layout, len(profile.scores))
+    return NodeResults(profile, len(snapshot), snapshot.layout, len(profile.scores), len(profile.filters))

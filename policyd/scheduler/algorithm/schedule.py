@@ -22,6 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.framework import (
+    RULE_FAIL,
+    RULE_PASS,
+    RULE_UNKNOWN,
     ClusterFunctions,
     CompiledProfile,
     FilterFailure,
@@ -29,6 +32,7 @@ from policyd.framework import (
     PodEvaluator,
 )
 from policyd.scheduler.algorithm.columns import ColumnSync
+from policyd.scheduler.algorithm.failures import DeferredFailures
 from policyd.scheduler.algorithm.feasibility import (
     NominatedEvaluator,
     NominatedLookup,
@@ -41,6 +45,8 @@ from policyd.scheduler.algorithm.feasibility import (
     num_feasible_nodes_to_find,
 )
 from policyd.scheduler.algorithm.reuse import (
+    DEFERRED,
+    OWN,
     PASS,
     UNKNOWN,
     GroupCache,
@@ -65,7 +71,7 @@ class ScheduleResult:
     node: str | None
     feasible: int
     evaluated: int
-    failures: dict[str, FilterFailure]
+    failures: Mapping[str, FilterFailure]
     scores: ScoreTable = NO_SCORES
     # every filter rule's verdict per evaluated node (explain mode only)
     all_results: dict[str, list[FilterResult]] = field(default_factory=dict)
@@ -74,6 +80,39 @@ class ScheduleResult:
     score_seconds: float = 0.0
     # the profile's policies that applied to the pod (explain mode only; None otherwise)
     applied: tuple[str, ...] | None = None
+
+
+def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], IntpArray]:
+    """The distinct rows of `need` and, per row, the index of its pattern."""
+    rules = need.shape[1]
+    if rules > 62:
+        patterns, group_of = np.unique(need, axis=0, return_inverse=True)
+        return patterns, group_of.reshape(-1)
+    keys = need.astype(np.int64) @ (np.int64(1) << np.arange(rules, dtype=np.int64))
+    unique, group_of = np.unique(keys, return_inverse=True)
+    patterns = ((unique[:, None] >> np.arange(rules, dtype=np.int64)[None, :]) & 1).astype(bool)
+    return patterns, group_of.reshape(-1)
+
+
+@dataclass(frozen=True)
+class _BulkVerdicts:
+    """What the vectorised plans decided about window positions: those still to evaluate per node,
+    those that passed and those that failed (with the first failing rule), each with whether the
+    outcome may be kept for the group."""
+
+    unknown: IntpArray
+    passed: IntpArray
+    passed_cacheable: npt.NDArray[np.bool_]
+    failed: IntpArray
+    failed_cacheable: npt.NDArray[np.bool_]
+    first_fail: npt.NDArray[np.int32]
+
+    @classmethod
+    def undecided(cls, unknown: IntpArray) -> _BulkVerdicts:
+        """Nothing decided: every position is left to the per-node functions."""
+        none = unknown[:0]
+        flags = np.zeros(0, dtype=bool)
+        return cls(unknown, none, flags, none, flags, np.zeros(0, dtype=np.int32))
 
 
 @dataclass(frozen=True)
@@ -93,7 +132,7 @@ class _Filtered:
     """The outcome of the filter phase: feasible rows in search order, failures, evaluated count."""
 
     rows: IntpArray
-    failures: dict[str, FilterFailure]
+    failures: Mapping[str, FilterFailure]
     start: int  # the first row evaluated; the others follow round robin
     evaluated: int
     results: NodeResults  # the node results the rows were read from (shared by a group, or fresh)
@@ -127,7 +166,7 @@ class Algorithm:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         t0 = time.perf_counter()
         placing = _Placing(profile, evaluator, pod, snapshot, nominated_evaluator(profile, pod, cluster))
-        found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node)
+        found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node, explain)
         verdicts = self._verdicts(placing, found, nominated) if explain else {}
         applied = tuple(profile.policies[k] for k in evaluator.applied()) if explain else None
         filter_seconds = time.perf_counter() - t0
@@ -151,7 +190,12 @@ class Algorithm:
         )
 
     def _feasible_nodes(
-        self, p: _Placing, nominated: NominatedLookup, nominated_nodes: NominatedNodes, nominated_node: str
+        self,
+        p: _Placing,
+        nominated: NominatedLookup,
+        nominated_nodes: NominatedNodes,
+        nominated_node: str,
+        explain: bool,
     ) -> _Filtered:
         """The nominated node when it fits (kube-scheduler evaluateNominatedNode), else the window."""
         profile, evaluator, pod, snapshot = p.profile, p.evaluator, p.pod, p.snapshot
@@ -172,12 +216,17 @@ class Algorithm:
             results = groups.group(profile, signature, snapshot)
         results.use_filter_values(evaluator.prepare("filter"))
         evaluator.track_cluster()
-        return self._find_feasible(p, results, nominated, nominated_nodes)
+        return self._find_feasible(p, results, nominated, nominated_nodes, explain)
 
     # -- filter --------------------------------------------------------------------------------------
 
     def _find_feasible(
-        self, p: _Placing, g: NodeResults, nominated: NominatedLookup, nominated_nodes: NominatedNodes
+        self,
+        p: _Placing,
+        g: NodeResults,
+        nominated: NominatedLookup,
+        nominated_nodes: NominatedNodes,
+        explain: bool,
     ) -> _Filtered:
         """Walk the window from the round-robin start until enough feasible nodes are found.
 
@@ -200,7 +249,7 @@ class Algorithm:
         local = status.copy()
         if special:
             local[list(special)] = UNKNOWN
-        own: list[FilterFailure] = []  # failures of this pod only (codes -3, -4, ...)
+        own: list[FilterFailure] = []  # failures of this pod only (codes OWN, OWN - 1, ...)
         ordered = local
         end = n - 1
         while True:
@@ -212,13 +261,20 @@ class Algorithm:
                 break
             all_passed = True
             if unknown.size >= BULK_MIN:
-                unknown, passed, cacheable = self._bulk_filter(evaluator, snapshot, unknown, start, special)
-                passed_rows = passed + start
-                passed_rows[passed_rows >= n] -= n
-                local[passed_rows] = PASS
-                ordered[passed] = PASS
-                if cacheable:
-                    status[passed_rows] = PASS
+                bulk = self._bulk_filter(evaluator, g, snapshot, unknown, start, special)
+                unknown = bulk.unknown
+                for positions, code, keep in (
+                    (bulk.passed, PASS, bulk.passed_cacheable),
+                    (bulk.failed, DEFERRED, bulk.failed_cacheable),
+                ):
+                    decided = positions + start
+                    decided[decided >= n] -= n
+                    local[decided] = code
+                    ordered[positions] = code
+                    status[decided[keep]] = code
+                    if code == DEFERRED:
+                        g.first_fail[decided[keep]] = bulk.first_fail[keep]
+                all_passed = bulk.failed.size == 0
             if self.groups is not None:
                 self.groups.evaluations += int(unknown.size)
             for pos in unknown.tolist():
@@ -235,12 +291,12 @@ class Algorithm:
                 elif cacheable:
                     code = g.record_failure(failure)
                 else:
-                    code = -3 - len(own)
+                    code = OWN - len(own)
                     own.append(failure)
                 local[row] = code
                 ordered[pos] = code  # `ordered` is `local` itself or a rotated copy of it
                 if cacheable:
-                    status[row] = code
+                    g.record_node_verdict(row, code, failure)
                 all_passed = all_passed and code == PASS
             if all_passed:  # the window is what it was: every candidate in it passed
                 break
@@ -252,11 +308,29 @@ class Algorithm:
         rows = np.flatnonzero(window == PASS) + start
         rows[rows >= n] -= n
         failures: dict[str, FilterFailure] = {}
+        order: list[str] = []
+        deferred: list[int] = []
         for pos in np.flatnonzero(window != PASS).tolist():
             row = pos + start - n if pos + start >= n else pos + start
             code = int(window[pos])
-            failures[nodes[row].name] = g.failures[code] if code >= 0 else own[-3 - code]
-        return _Filtered(rows, failures, start, evaluated, g)
+            name = nodes[row].name
+            order.append(name)
+            if code == DEFERRED:
+                deferred.append(row)
+            else:
+                failures[name] = g.failures[code] if code >= 0 else own[OWN - code]
+        found: Mapping[str, FilterFailure] = failures
+        if deferred:
+            pending = DeferredFailures(evaluator, order, failures, [nodes[row] for row in deferred])
+            if rows.size == 0 or explain:  # needed now: FailedScheduling, preemption, explanations
+                resolved = pending.resolve()
+                for row, failure, reusable in zip(deferred, resolved, pending.reusable, strict=True):
+                    if failure is not None and reusable and status[row] == DEFERRED:
+                        status[row] = g.record_failure(failure)
+                found = dict(pending)
+            else:  # most placed pods' failures are never looked at
+                found = pending
+        return _Filtered(rows, found, start, evaluated, g)
 
     @staticmethod
     def _filter_nominated(
@@ -283,25 +357,78 @@ class Algorithm:
     def _bulk_filter(
         self,
         evaluator: PodEvaluator,
+        g: NodeResults,
         snapshot: Snapshot,
         unknown: IntpArray,
         start: int,
         special: Mapping[int, object],
-    ) -> tuple[IntpArray, IntpArray, bool]:
-        """Split window positions `unknown` by the vectorised plans into those still to evaluate per
-        node (failing or unsure: the exact failure comes from the per-node function) and those that
-        passed; and whether the passes may be reused for equivalent pods."""
+    ) -> _BulkVerdicts:
+        """Decide window positions `unknown` by the vectorised plans, asking them only for the rules
+        whose verdict the group does not know on those rows; rows they are unsure about, rows too few
+        to be worth a plan and nodes with nominated pods stay to be evaluated per node."""
         n = len(snapshot)
         rows = unknown + start
         rows[rows >= n] -= n
-        result = evaluator.bulk_filter(self.columns.sync(snapshot), rows)
-        if result is None:
-            return unknown, unknown[:0], False
-        passed, cacheable = result
         if special:
-            passed &= ~np.isin(rows, np.fromiter(special, dtype=np.intp))
-        self.bulk_rows += len(rows)
-        return unknown[~passed], unknown[passed], cacheable
+            plain = ~np.isin(rows, np.fromiter(special, dtype=np.intp))
+            later, unknown, rows = unknown[~plain], unknown[plain], rows[plain]
+        else:
+            later = unknown[:0]
+        known = g.verdicts[rows]
+        need = known == RULE_UNKNOWN
+        merged, fresh = known.copy(), np.zeros(need.shape, dtype=bool)
+        left = np.zeros(len(rows), dtype=bool)  # to be evaluated per node
+        if need.any():
+            # rows needing the same rules are asked together (a bind's row needs every rule, the
+            # others only the rules whose pod-only values moved); a few rows go to the functions
+            patterns, group_of = _need_patterns(need)
+            for k, wanted in enumerate(patterns):
+                if not wanted.any():
+                    continue
+                members = np.flatnonzero(group_of == k)
+                if members.size < BULK_MIN:
+                    left[members] = True
+                    continue
+                result = evaluator.bulk_filter(self.columns.sync(snapshot), rows[members], wanted)
+                if result is None:
+                    left[members] = True
+                    continue
+                verdicts, reusable = result
+                self.bulk_rows += members.size
+                if self.groups is not None:
+                    self.groups.judged += members.size * int(wanted.sum())
+                mine = known[members]
+                merged[members] = np.where(wanted, verdicts, mine)
+                fresh[members] = wanted & ~reusable  # verdicts for this pod only
+                kept = wanted & reusable & (verdicts != RULE_UNKNOWN)
+                g.verdicts[rows[members]] = np.where(kept, verdicts, mine)
+        rules = merged.shape[1]
+        if rules == 0:
+            first = np.zeros(len(rows), dtype=np.intp)
+            passed = np.ones(len(rows), dtype=bool)
+            failed = ~passed
+        else:
+            not_passed = merged != RULE_PASS
+            passed = ~not_passed.any(axis=1)
+            first = np.where(passed, rules, not_passed.argmax(axis=1))
+            at_first = merged[np.arange(len(rows)), np.minimum(first, rules - 1)]
+            failed = ~passed & (at_first == RULE_FAIL)
+        passed &= ~left
+        failed &= ~left
+        # a row's outcome is reusable when no verdict it rests on (rules up to its first failure) is
+        # this pod's own
+        cacheable: npt.NDArray[np.bool_] = np.ones(len(rows), dtype=bool)
+        if fresh.any():
+            cacheable = ~np.any(fresh & (np.arange(rules)[None, :] <= first[:, None]), axis=1)
+        unsure = ~passed & ~failed
+        return _BulkVerdicts(
+            unknown=np.concatenate((unknown[unsure], later)),
+            passed=unknown[passed],
+            passed_cacheable=cacheable[passed],
+            failed=unknown[failed],
+            failed_cacheable=cacheable[failed],
+            first_fail=first[failed].astype(np.int32),
+        )
 
     # -- score and select ------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyd.compiler.lowering import lower_policy
+from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
 from policyd.compiler.profiles import compile_sources
 from policyd.evaluation.columnar import Unsupported
 from policyd.evaluation.columns import NodeColumns
@@ -187,7 +188,8 @@ def build_cluster(spec: list[Any]) -> list[NodeInfo]:
 
 def check_evaluators_agree(profile: Any, cels: list[Any], pod: Any, cluster: Any) -> None:
     """Behind the evaluator protocol, the vectorised plans and the per-node functions agree: every
-    row the plans pass, the per-node filters pass; the plans' raw scores are the per-node ones."""
+    rule verdict the plans give (pass or fail) is the per-node function's, every row the plans pass
+    the per-node filters pass; the plans' raw scores are the per-node ones."""
     per_node = profile.evaluator(pod.cel, cluster)
     plans = profile.evaluator(pod.cel, cluster)
     plans.prepare("filter")
@@ -195,11 +197,17 @@ def check_evaluators_agree(profile: Any, cels: list[Any], pod: Any, cluster: Any
     columns = NodeColumns.from_nodes(cels)
     rows = np.arange(len(cels), dtype=np.intp)
     verdicts = [per_node.filter(c) for c in cels]
-    bulk = plans.bulk_filter(columns, rows)
+    index = {ref: i for i, ref in enumerate(profile.filters)}
+    bulk = plans.bulk_filter(columns, rows, np.ones(len(profile.filters), dtype=bool))
     if bulk is not None:
-        passed, _ = bulk
-        for row in np.flatnonzero(passed).tolist():
+        codes, _ = bulk
+        for row in np.flatnonzero((codes == RULE_PASS).all(axis=1)).tolist():
             assert verdicts[row] is None, (row, verdicts[row])
+        for row, c in enumerate(cels):
+            for result in per_node.filter_all(c):
+                code = codes[row, index[result.rule]]
+                if code != RULE_UNKNOWN and not result.error:
+                    assert code == (RULE_PASS if result.passed else RULE_FAIL), (row, result)
     plans.prepare("score")
     scored = plans.bulk_scores(columns, rows, np.ones(len(profile.scores), dtype=bool))
     if scored is not None:

@@ -160,7 +160,7 @@ class FakeEvaluator:
 
     # no vectorised plans and no reuse between pods: every node is evaluated per pod
 
-    def bulk_filter(self, columns: Any, rows: Any) -> None:
+    def bulk_filter(self, columns: Any, rows: Any, wanted: Any) -> None:
         return None
 
     def bulk_scores(self, columns: Any, rows: Any, wanted: Any) -> None:
@@ -170,7 +170,8 @@ class FakeEvaluator:
         return None
 
     def prepare(self, phase: str) -> tuple[Any, ...]:
-        return () if phase == "filter" else ((),)  # score: one (empty) tuple for the one score rule
+        rules = len(self.profile.filters) if phase == "filter" else 1
+        return ((),) * rules  # one (empty) tuple per rule
 
     def applied(self) -> tuple[int, ...]:
         return (0,)  # the one fake policy

@@ -259,19 +259,19 @@ class MutableCluster(SimulatedCluster):
         self.update_node(name, new)
 
 
-def run(case: Case, reuse: bool, vectorise: bool = True) -> Outcome:
+def run(case: Case, reuse: bool, vectorise: bool = True, explain: bool = True) -> Outcome:
     """Schedule `case` with or without the reuse cache and the vectorised plans (without both:
-    every node evaluated per pod by the generated functions); explain mode on; the outcome."""
+    every node evaluated per pod by the generated functions), in explain mode or not; the outcome."""
     saved = schedule.BULK_MIN
     if not vectorise:
         schedule.BULK_MIN = 2**62
     try:
-        return _run(case, reuse)
+        return _run(case, reuse, explain)
     finally:
         schedule.BULK_MIN = saved
 
 
-def _run(case: Case, reuse: bool) -> Outcome:
+def _run(case: Case, reuse: bool, explain: bool) -> Outcome:
     cluster = MutableCluster(
         copy.deepcopy(case.nodes), copy.deepcopy(case.assigned + case.pending), copy.deepcopy(case.pdbs)
     )
@@ -285,7 +285,7 @@ def _run(case: Case, reuse: bool) -> Outcome:
             max_attempts=MAX_ATTEMPTS,
             percentage_of_nodes_to_score=case.percentage,
             reuse_node_results=reuse,
-            explain=True,
+            explain=explain,
             attempt_log_pods=None,
             attempt_log_detailed=None,
         ),

@@ -73,6 +73,24 @@ def test_vectorised_plans_for_every_window_place_pods_alike(case: Case) -> None:
         framework.BULK_MIN = saved
 
 
+@settings(PROPERTY, max_examples=25)
+@given(cases())
+def test_failures_found_when_read_are_the_per_node_ones(case: Case) -> None:
+    """Outside explain mode a placed pod's failures on rows the plans failed are found when first
+    read (here after the whole run): they are the ones the per-node functions gave in the cycle."""
+    saved = framework.BULK_MIN
+    framework.BULK_MIN = 1
+    try:
+        lazy = run(case, reuse=True, explain=False)
+    finally:
+        framework.BULK_MIN = saved
+    per_node = run(case, reuse=False, vectorise=False)
+    assert lazy.placements == per_node.placements
+    assert [(a[0], a[1], a[2], a[3], a[6], a[7]) for a in lazy.attempts] == [
+        (a[0], a[1], a[2], a[3], a[6], a[7]) for a in per_node.attempts
+    ]
+
+
 def test_vectorised_plans_serve_the_default_policy() -> None:
     """Windows of many unknown rows go through the plans (default.policy lowers every rule)."""
     nodes = [make_node(f"n{i}", cpu=str(2 + i % 3), memory=f"{4 + i % 4 * 4}Gi") for i in range(120)]

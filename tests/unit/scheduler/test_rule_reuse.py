@@ -3,7 +3,8 @@ keep their raw scores on unchanged nodes, and every score equals a fresh per-nod
 
 from __future__ import annotations
 
-from policyd.scheduler.algorithm.reuse import NodeResults
+from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
+from policyd.scheduler.algorithm.reuse import DEFERRED, PASS, UNKNOWN, NodeResults
 from tests.builders import make_node, make_pod, spread_constraint
 from tests.unit.scheduler.group_path_cases import Case, policies
 from tests.unit.scheduler.test_group_path import both
@@ -22,6 +23,47 @@ def test_a_rule_whose_values_changed_forgets_only_its_own_raw_scores() -> None:
     assert not g.raw_ok[:, 0].any() and g.raw_ok[:, 1:].all()
     g.forget_filters()  # new filter values keep the raw scores
     assert g.raw_ok[:, 1:].all()
+
+
+def test_a_filter_rule_whose_values_changed_forgets_only_its_verdicts() -> None:
+    g = NodeResults(profile=None, n=4, layout=0, rules=0, filters=3)  # type: ignore[arg-type]
+    g.use_filter_values(((1,), (), ("a",)))
+    g.verdicts[:] = RULE_PASS
+    g.status[:] = PASS
+    g.verdicts[0, 0], g.status[0], g.first_fail[0] = RULE_FAIL, DEFERRED, 0  # fails at rule 0
+    g.verdicts[1, 2], g.status[1], g.first_fail[1] = RULE_FAIL, DEFERRED, 2  # fails at rule 2
+    g.use_filter_values(((1,), (), ("a",)))  # nothing changed
+    assert g.status.tolist() == [DEFERRED, DEFERRED, PASS, PASS]
+    g.use_filter_values(((1,), ("x",), ("a",)))  # only the second rule's pod-only value changed
+    assert (g.verdicts[:, 1] == RULE_UNKNOWN).all()
+    assert g.verdicts[:, 0].tolist() == [RULE_FAIL, RULE_PASS, RULE_PASS, RULE_PASS]
+    assert g.verdicts[:, 2].tolist() == [RULE_PASS, RULE_FAIL, RULE_PASS, RULE_PASS]
+    # a row failing before the changed rule keeps its failure; the others are decided again
+    assert g.status.tolist() == [DEFERRED, UNKNOWN, UNKNOWN, UNKNOWN]
+    g.use_filter_values(((True,), ("x",), ("a",)))  # 1 and True are different CEL values
+    assert g.status.tolist() == [UNKNOWN] * 4 and (g.verdicts[:, 0] == RULE_UNKNOWN).all()
+
+
+def test_pods_whose_spread_counts_moved_judge_only_the_spread_rule_again() -> None:
+    """Identical pods with a hard spread constraint: after each bind the spread counts (read by
+    PodTopologySpread only) change; the other filter rules' verdicts are kept on unchanged rows."""
+    nodes = [
+        make_node(f"n{i}", cpu=str(4 + i % 3 * 2), memory=f"{8 + i % 4 * 4}Gi", labels={ZONE: f"z{i % 4}"})
+        for i in range(120)
+    ]
+    spread = [spread_constraint({"app": "web"}, ZONE, 1, "DoNotSchedule")]
+    pods = [
+        make_pod(f"web-{i}", cpu="250m", memory="256Mi", labels={"app": "web"}, spread=spread)
+        for i in range(40)
+    ]
+    case = Case(nodes=nodes, pending=pods, extra=())
+    grouped, _ = both(case)  # every verdict, failure and score equals the per-node one
+    assert all(grouped.placements.values())
+    groups = grouped.scheduler.algorithm.groups
+    assert groups is not None
+    rules = len(next(iter(policies().profiles.values())).filters)
+    # every rule on every row once, then about one rule per window row per pod
+    assert 0 < groups.judged < rules * 120 + 2 * 120 * len(pods)
 
 
 def test_pods_whose_spread_range_moved_keep_the_other_rules_raw_scores() -> None:

@@ -1,0 +1,69 @@
+"""The filter failures of one placement, those of rows the vectorised plans found failing found later.
+
+The plans tell which rule fails first on a row, not the failure kube-scheduler reports (its reasons,
+whether preemption can help): that comes from the per-node function. A pod that is placed rarely
+needs it (only an explanation reads it), so `DeferredFailures` runs the per-node function for those
+rows on first read, with the pod's evaluator over the node objects of the cycle (a snapshot's node
+objects are never mutated). A pod that fits nowhere reads them at once (FailedScheduling, preemption).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+
+from policyd.framework import FilterFailure, PodEvaluator
+from policyd.scheduler.snapshot import NodeInfoLike
+
+log = logging.getLogger(__name__)
+
+
+class DeferredFailures(Mapping[str, FilterFailure]):
+    """Node name -> failure, in window order; the `deferred` nodes' failures computed on first read."""
+
+    def __init__(
+        self,
+        evaluator: PodEvaluator,
+        order: Sequence[str],
+        known: Mapping[str, FilterFailure],
+        deferred: Sequence[NodeInfoLike],
+    ) -> None:
+        self._evaluator = evaluator
+        self._order = order
+        self._known = known
+        self._deferred = deferred
+        self._failures: dict[str, FilterFailure] | None = None
+        self.reusable: list[bool] = []  # per deferred node: its failure called no cluster function
+
+    def resolve(self) -> list[FilterFailure | None]:
+        """The deferred nodes' failures (computed once), in the order given."""
+        if self._failures is None:
+            found: dict[str, FilterFailure | None] = {}
+            for node in self._deferred:
+                self._evaluator.reset_cluster_called()
+                found[node.name] = failure = self._evaluator.filter(node.cel)
+                self.reusable.append(not self._evaluator.cluster_called)
+                if failure is None:  # the plans and the functions disagree: a defect, not a failure
+                    log.error("vectorised plan failed a node its function passes node=%s", node.name)
+            failures: dict[str, FilterFailure] = {}
+            for name in self._order:
+                failure = self._known.get(name) or found.get(name)
+                if failure is not None:
+                    failures[name] = failure
+            self._failures = failures
+            self._found = [found[node.name] for node in self._deferred]
+        return self._found
+
+    def _all(self) -> dict[str, FilterFailure]:
+        self.resolve()
+        assert self._failures is not None
+        return self._failures
+
+    def __getitem__(self, name: str) -> FilterFailure:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
