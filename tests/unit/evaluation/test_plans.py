@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyd.compiler.lowering import lower_policy
-from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
 from policyd.compiler.profiles import compile_sources
 from policyd.evaluation.columnar import Unsupported
 from policyd.evaluation.columns import NodeColumns
+from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
 from policyd.policy.loader import load_texts
 from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.cluster.objects import NodeInfo, node_info, pod_info
