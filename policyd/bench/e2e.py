@@ -61,6 +61,11 @@ from policyd.envtest import CONTROL_PLANE_BINARIES, LocalControlPlane, find_asse
 DEFAULT_QPS = 50.0  # kube-scheduler's clientConnection defaults
 DEFAULT_BURST = 100
 CREATE_THREADS = 16
+# the Barrier after the measured pods waits for them to be bound until none more was bound for this
+# long: longer than kube-scheduler 1.20's retry of a parked pod (unschedulable for 60 s, flushed every 30 s)
+BIND_STALL_SECONDS = 120.0
+# how the measured pods reach the scheduler (E2EResult.creation)
+CREATION = "paused"
 
 # histograms to read, first present wins
 ATTEMPT_METRICS = {
@@ -105,8 +110,8 @@ class PodTracker:
         self.informer = Informer(
             client,
             Resource("v1", "pods", "Pod"),
-            on_add=self._seen,
-            on_update=lambda _old, new: self._seen(new),
+            on_add=self.observe,
+            on_update=lambda _old, new: self.observe(new),
             on_delete=self._deleted,
         )
 
@@ -121,7 +126,8 @@ class PodTracker:
         self.informer.stop()
         self._reaper.shutdown(wait=False, cancel_futures=True)
 
-    def _seen(self, obj: KubeObject) -> None:
+    def observe(self, obj: KubeObject) -> None:
+        """Record one pod as the watch delivers it (added or updated)."""
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         now = time.monotonic()
@@ -172,6 +178,23 @@ class PodTracker:
             alive()
             if time.monotonic() > deadline:
                 raise BenchError(f"{len(pending)} of {len(keys)} pods not scheduled after {timeout:.0f}s")
+
+    def wait_bound(self, keys: Sequence[str], stall: float, alive: Callable[[], None]) -> None:
+        """Block until every pod of `keys` is bound, or until none more got bound for `stall` seconds."""
+        pending = set(keys)
+        progress = time.monotonic()
+        while True:
+            with self._cond:
+                still = {k for k in pending if k not in self.bound_at}
+                if not still:
+                    return
+                if len(still) < len(pending):
+                    progress = time.monotonic()
+                pending = still
+                self._cond.wait(1.0)
+            alive()
+            if time.monotonic() - progress > stall:
+                return
 
     def last_bound(self, keys: Sequence[str]) -> tuple[int, float]:
         """(how many of `keys` are bound, monotonic time the last of them was first seen bound)."""
@@ -248,7 +271,9 @@ class _Measurement:
     pods: list[str] = field(default_factory=list)
     started: float = 0.0
     creating_seconds: float = 0.0
+    released: float = 0.0  # when the scheduler was continued after the measured pods were created
     seconds: float = 0.0  # from the first to the last measured pod seen bound
+    first_bind_seconds: float = 0.0  # from the release to the first measured pod seen bound
     scheduled: int = 0
     before: str | None = None
     after: str | None = None
@@ -359,26 +384,38 @@ class WorkloadRun:
         name = pod_scheduler_name(self.scheduler)
         bodies = [pod_object(op, i, f"op{number}", name) for i in range(op.count)]
         keys = [f"{op.namespace}/{b['metadata']['name']}" for b in bodies]
+        path = object_path("v1", "pods", op.namespace)
         m = self.measured
-        if op.collect_metrics and m.before is None:
-            m.before = sched.metrics()
-            m.started = time.monotonic()
         t0 = time.monotonic()
-        _create_pods(client, object_path("v1", "pods", op.namespace), bodies, self.threads)
-        seconds = time.monotonic() - t0
+        if not op.collect_metrics:
+            _create_pods(client, path, bodies, self.threads)
+            self.created += keys
+            self.say(f"{op.count} pods created in {time.monotonic() - t0:.1f}s")
+            return
+        if m.before is None:
+            m.before = sched.metrics()  # before the pause: a stopped process does not answer
+            m.started = t0
+        with sched.paused():  # the scheduler sees none of them until all exist
+            t0 = time.monotonic()
+            _create_pods(client, path, bodies, self.threads)
+            seconds = time.monotonic() - t0
+            m.released = time.monotonic()
         self.created += keys
-        if op.collect_metrics:
-            m.pods += keys
-            m.creating_seconds += seconds
-        self.say(f"{op.count} pods created in {seconds:.1f}s")
+        m.pods += keys
+        m.creating_seconds += seconds
+        self.say(f"{op.count} measured pods created in {seconds:.1f}s with the scheduler stopped; released")
 
     def _barrier(self, sched: SchedulerProcess, tracker: PodTracker) -> None:
         timeout = max(300.0, 2.0 * len(self.created) / max(self.qps, 1.0))
         tracker.wait_settled(self.created, timeout, sched.check_alive)
         m = self.measured
         if m.pods and m.after is None:
+            # a measured pod parked as unschedulable may still be bound (a preemptor, once its victims
+            # are gone): wait for the binds, as long as they keep coming
+            tracker.wait_bound(m.pods, BIND_STALL_SECONDS, sched.check_alive)
             m.scheduled, first, last = tracker.bound_span(m.pods)
             m.seconds = last - first if m.scheduled > 1 else 0.0
+            m.first_bind_seconds = first - m.released if m.scheduled else 0.0
             m.after = self._settled_metrics(sched, m.before, m.scheduled)
         bound, _ = tracker.last_bound(self.created)
         self.say(f"barrier: {bound}/{len(self.created)} bound")
@@ -413,6 +450,10 @@ class WorkloadRun:
             scheduled=m.scheduled,
             seconds=round(m.seconds, 3),
             pods_per_second=round((m.scheduled - 1) / m.seconds, 1) if m.seconds > 0 else 0.0,
+            pods_per_second_from_release=round(m.scheduled / (m.first_bind_seconds + m.seconds), 1)
+            if m.scheduled and m.first_bind_seconds + m.seconds > 0
+            else 0.0,
+            first_bind_seconds=round(m.first_bind_seconds, 3),
             attempt_p50_ms=round(attempt.quantile(0.5) * 1000, 2),
             attempt_p90_ms=round(attempt.quantile(0.9) * 1000, 2),
             attempt_p99_ms=round(attempt.quantile(0.99) * 1000, 2),
@@ -424,6 +465,7 @@ class WorkloadRun:
             attempt_metric=attempt_name,
             attempts=int(attempt.count),
             create_pods_per_second=round(len(m.pods) / m.creating_seconds, 1) if m.creating_seconds else 0.0,
+            creation=CREATION,
             setup_seconds=round(setup_seconds, 1),
             round=round_number,
             machine=machine(),
