@@ -6,18 +6,32 @@ from the `assets` directory, `KUBEBUILDER_ASSETS`); the workload's nodes are cre
 the status is patched, TaintNodesByCondition is off); the scheduler process starts with the same
 client QPS/burst (kube-scheduler: its v1beta1 config's clientConnection; policyd: its config's
 clientConnection); then the ops run. Pods are created by `CREATE_THREADS` threads on an unthrottled
-client, so creation runs well ahead of scheduling. A pod watch in this process records when each pod
-is first seen with `spec.nodeName`; a Barrier waits until every pod is bound or marked
-`PodScheduled=False/Unschedulable`. Pods being deleted (preemption victims) are deleted at once with
-grace period 0, standing in for the kubelet.
+client. A pod watch in this process records when each pod is first seen with `spec.nodeName`; a
+Barrier waits until every pod is bound or marked `PodScheduled=False/Unschedulable`. Pods being deleted
+(preemption victims) are deleted at once with grace period 0, standing in for the kubelet.
+
+The measured pods are created with the scheduler process stopped (SIGSTOP; `SchedulerProcess.paused`)
+and released at once (SIGCONT): on 2 cores one creating process makes 300-400 pods/s while a scheduler
+runs, less than either scheduler binds, so pods created during the measurement would time the
+creation, not the scheduler. Stopped, the scheduler sees the pods only when it continues, as a burst of
+watch events (or a re-list if the API server dropped the watch of the unresponsive client); it does
+the same work on the same pods, the same way for both schedulers. Leader election is off in both, so no
+lease lapses meanwhile. The scrape of /metrics before the measured pods is taken before the pause. The
+Barrier after the measured pods also waits until they are bound, for as long as binds keep coming
+(`BIND_STALL_SECONDS`): a preemptor is parked as unschedulable after the attempt that preempts, and
+bound on a later attempt once its victims are gone; counting it settled when parked ended the
+measurement with few preemptors bound.
 
 Figures per (workload, scheduler, round): pods/s between the first and the last measured pod seen
-bound on the watch ((bound - 1) / span); p50/p90/p99 attempt latency estimated from the scheduler's own histogram buckets (difference
+bound on the watch ((bound - 1) / span) and from the release (bound / (last bind - release): this one
+includes the scheduler's intake of the burst and, for Preemption, the preempting attempts before the
+first bind); p50/p90/p99 attempt latency estimated from the scheduler's own histogram buckets (difference
 between a scrape before and after the measured pods): kube-scheduler 1.20's
 `scheduler_e2e_scheduling_duration_seconds` (from the start of an attempt to the bind's end; 1.23+ call
 it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
 `scheduler_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
-alone likewise; peak RSS is the scheduler process's VmHWM. With `rounds` > 1 every workload runs with
+alone likewise; peak RSS is the scheduler process's VmHWM; the creation rate of the measured pods
+(with the scheduler stopped). With `rounds` > 1 every workload runs with
 every scheduler once per round, the schedulers' order alternating (`round_order`); the report takes
 medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
 once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w SchedulingBasic/500
