@@ -283,7 +283,6 @@ class _Measurement:
     """What the measured ops left: pods, times and the two metric scrapes."""
 
     pods: list[str] = field(default_factory=list)
-    started: float = 0.0
     creating_seconds: float = 0.0
     released: float = 0.0  # when the scheduler was continued after the measured pods were created
     seconds: float = 0.0  # from the first to the last measured pod seen bound
@@ -408,7 +407,6 @@ class WorkloadRun:
             return
         if m.before is None:
             m.before = sched.metrics()  # before the pause: a stopped process does not answer
-            m.started = t0
         with sched.paused():  # the scheduler sees none of them until all exist
             t0 = time.monotonic()
             _create_pods(client, path, bodies, self.threads)
@@ -431,6 +429,11 @@ class WorkloadRun:
             m.seconds = last - first if m.scheduled > 1 else 0.0
             m.first_bind_seconds = first - m.released if m.scheduled else 0.0
             m.after = self._settled_metrics(sched, m.before, m.scheduled)
+            if m.scheduled < len(m.pods):
+                self.say(
+                    f"{len(m.pods) - m.scheduled} measured pods not bound "
+                    f"({BIND_STALL_SECONDS:.0f}s without a bind); the result counts {m.scheduled}"
+                )
         bound, _ = tracker.last_bound(self.created)
         self.say(f"barrier: {bound}/{len(self.created)} bound")
 
