@@ -6,18 +6,32 @@ from the `assets` directory, `KUBEBUILDER_ASSETS`); the workload's nodes are cre
 the status is patched, TaintNodesByCondition is off); the scheduler process starts with the same
 client QPS/burst (kube-scheduler: its v1beta1 config's clientConnection; policyd: its config's
 clientConnection); then the ops run. Pods are created by `CREATE_THREADS` threads on an unthrottled
-client, so creation runs well ahead of scheduling. A pod watch in this process records when each pod
-is first seen with `spec.nodeName`; a Barrier waits until every pod is bound or marked
-`PodScheduled=False/Unschedulable`. Pods being deleted (preemption victims) are deleted at once with
-grace period 0, standing in for the kubelet.
+client. A pod watch in this process records when each pod is first seen with `spec.nodeName`; a
+Barrier waits until every pod is bound or marked `PodScheduled=False/Unschedulable`. Pods being deleted
+(preemption victims) are deleted at once with grace period 0, standing in for the kubelet.
+
+The measured pods are created with the scheduler process stopped (SIGSTOP; `SchedulerProcess.paused`)
+and released at once (SIGCONT): on 2 cores one creating process makes 300-400 pods/s while a scheduler
+runs, less than either scheduler binds, so pods created during the measurement would time the
+creation, not the scheduler. Stopped, the scheduler sees the pods only when it continues, as a burst of
+watch events (or a re-list if the API server dropped the watch of the unresponsive client); it does
+the same work on the same pods, the same way for both schedulers. Leader election is off in both, so no
+lease lapses meanwhile. The scrape of /metrics before the measured pods is taken before the pause. The
+Barrier after the measured pods also waits until they are bound, for as long as binds keep coming
+(`BIND_STALL_SECONDS`): a preemptor is parked as unschedulable after the attempt that preempts, and
+bound on a later attempt once its victims are gone; counting it settled when parked ended the
+measurement with few preemptors bound.
 
 Figures per (workload, scheduler, round): pods/s between the first and the last measured pod seen
-bound on the watch ((bound - 1) / span); p50/p90/p99 attempt latency estimated from the scheduler's own histogram buckets (difference
+bound on the watch ((bound - 1) / span) and from the release (bound / (last bind - release): this one
+includes the scheduler's intake of the burst and, for Preemption, the preempting attempts before the
+first bind); p50/p90/p99 attempt latency estimated from the scheduler's own histogram buckets (difference
 between a scrape before and after the measured pods): kube-scheduler 1.20's
 `scheduler_e2e_scheduling_duration_seconds` (from the start of an attempt to the bind's end; 1.23+ call
 it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
 `scheduler_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
-alone likewise; peak RSS is the scheduler process's VmHWM. With `rounds` > 1 every workload runs with
+alone likewise; peak RSS is the scheduler process's VmHWM; the creation rate of the measured pods
+(with the scheduler stopped). With `rounds` > 1 every workload runs with
 every scheduler once per round, the schedulers' order alternating (`round_order`); the report takes
 medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
 once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w SchedulingBasic/500
@@ -61,6 +75,11 @@ from policyd.envtest import CONTROL_PLANE_BINARIES, LocalControlPlane, find_asse
 DEFAULT_QPS = 50.0  # kube-scheduler's clientConnection defaults
 DEFAULT_BURST = 100
 CREATE_THREADS = 16
+# the Barrier after the measured pods waits for them to be bound until none more was bound for this
+# long: longer than kube-scheduler 1.20's retry of a parked pod (unschedulable for 60 s, flushed every 30 s)
+BIND_STALL_SECONDS = 120.0
+# how the measured pods reach the scheduler (E2EResult.creation)
+CREATION = "paused"
 
 # histograms to read, first present wins
 ATTEMPT_METRICS = {
@@ -105,8 +124,8 @@ class PodTracker:
         self.informer = Informer(
             client,
             Resource("v1", "pods", "Pod"),
-            on_add=self._seen,
-            on_update=lambda _old, new: self._seen(new),
+            on_add=self.observe,
+            on_update=lambda _old, new: self.observe(new),
             on_delete=self._deleted,
         )
 
@@ -121,7 +140,8 @@ class PodTracker:
         self.informer.stop()
         self._reaper.shutdown(wait=False, cancel_futures=True)
 
-    def _seen(self, obj: KubeObject) -> None:
+    def observe(self, obj: KubeObject) -> None:
+        """Record one pod as the watch delivers it (added or updated)."""
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         now = time.monotonic()
@@ -172,6 +192,23 @@ class PodTracker:
             alive()
             if time.monotonic() > deadline:
                 raise BenchError(f"{len(pending)} of {len(keys)} pods not scheduled after {timeout:.0f}s")
+
+    def wait_bound(self, keys: Sequence[str], stall: float, alive: Callable[[], None]) -> None:
+        """Block until every pod of `keys` is bound, or until none more got bound for `stall` seconds."""
+        pending = set(keys)
+        progress = time.monotonic()
+        while True:
+            with self._cond:
+                still = {k for k in pending if k not in self.bound_at}
+                if not still:
+                    return
+                if len(still) < len(pending):
+                    progress = time.monotonic()
+                pending = still
+                self._cond.wait(1.0)
+            alive()
+            if time.monotonic() - progress > stall:
+                return
 
     def last_bound(self, keys: Sequence[str]) -> tuple[int, float]:
         """(how many of `keys` are bound, monotonic time the last of them was first seen bound)."""
@@ -246,9 +283,10 @@ class _Measurement:
     """What the measured ops left: pods, times and the two metric scrapes."""
 
     pods: list[str] = field(default_factory=list)
-    started: float = 0.0
     creating_seconds: float = 0.0
+    released: float = 0.0  # when the scheduler was continued after the measured pods were created
     seconds: float = 0.0  # from the first to the last measured pod seen bound
+    first_bind_seconds: float = 0.0  # from the release to the first measured pod seen bound
     scheduled: int = 0
     before: str | None = None
     after: str | None = None
@@ -359,27 +397,43 @@ class WorkloadRun:
         name = pod_scheduler_name(self.scheduler)
         bodies = [pod_object(op, i, f"op{number}", name) for i in range(op.count)]
         keys = [f"{op.namespace}/{b['metadata']['name']}" for b in bodies]
+        path = object_path("v1", "pods", op.namespace)
         m = self.measured
-        if op.collect_metrics and m.before is None:
-            m.before = sched.metrics()
-            m.started = time.monotonic()
         t0 = time.monotonic()
-        _create_pods(client, object_path("v1", "pods", op.namespace), bodies, self.threads)
-        seconds = time.monotonic() - t0
+        if not op.collect_metrics:
+            _create_pods(client, path, bodies, self.threads)
+            self.created += keys
+            self.say(f"{op.count} pods created in {time.monotonic() - t0:.1f}s")
+            return
+        if m.before is None:
+            m.before = sched.metrics()  # before the pause: a stopped process does not answer
+        with sched.paused():  # the scheduler sees none of them until all exist
+            t0 = time.monotonic()
+            _create_pods(client, path, bodies, self.threads)
+            seconds = time.monotonic() - t0
+            m.released = time.monotonic()
         self.created += keys
-        if op.collect_metrics:
-            m.pods += keys
-            m.creating_seconds += seconds
-        self.say(f"{op.count} pods created in {seconds:.1f}s")
+        m.pods += keys
+        m.creating_seconds += seconds
+        self.say(f"{op.count} measured pods created in {seconds:.1f}s with the scheduler stopped; released")
 
     def _barrier(self, sched: SchedulerProcess, tracker: PodTracker) -> None:
         timeout = max(300.0, 2.0 * len(self.created) / max(self.qps, 1.0))
         tracker.wait_settled(self.created, timeout, sched.check_alive)
         m = self.measured
         if m.pods and m.after is None:
+            # a measured pod parked as unschedulable may still be bound (a preemptor, once its victims
+            # are gone): wait for the binds, as long as they keep coming
+            tracker.wait_bound(m.pods, BIND_STALL_SECONDS, sched.check_alive)
             m.scheduled, first, last = tracker.bound_span(m.pods)
             m.seconds = last - first if m.scheduled > 1 else 0.0
+            m.first_bind_seconds = first - m.released if m.scheduled else 0.0
             m.after = self._settled_metrics(sched, m.before, m.scheduled)
+            if m.scheduled < len(m.pods):
+                self.say(
+                    f"{len(m.pods) - m.scheduled} measured pods not bound "
+                    f"({BIND_STALL_SECONDS:.0f}s without a bind); the result counts {m.scheduled}"
+                )
         bound, _ = tracker.last_bound(self.created)
         self.say(f"barrier: {bound}/{len(self.created)} bound")
 
@@ -413,6 +467,10 @@ class WorkloadRun:
             scheduled=m.scheduled,
             seconds=round(m.seconds, 3),
             pods_per_second=round((m.scheduled - 1) / m.seconds, 1) if m.seconds > 0 else 0.0,
+            pods_per_second_from_release=round(m.scheduled / (m.first_bind_seconds + m.seconds), 1)
+            if m.scheduled and m.first_bind_seconds + m.seconds > 0
+            else 0.0,
+            first_bind_seconds=round(m.first_bind_seconds, 3),
             attempt_p50_ms=round(attempt.quantile(0.5) * 1000, 2),
             attempt_p90_ms=round(attempt.quantile(0.9) * 1000, 2),
             attempt_p99_ms=round(attempt.quantile(0.99) * 1000, 2),
@@ -424,6 +482,7 @@ class WorkloadRun:
             attempt_metric=attempt_name,
             attempts=int(attempt.count),
             create_pods_per_second=round(len(m.pods) / m.creating_seconds, 1) if m.creating_seconds else 0.0,
+            creation=CREATION,
             setup_seconds=round(setup_seconds, 1),
             round=round_number,
             machine=machine(),

@@ -141,6 +141,9 @@ class E2EResult:
     create_pods_per_second: float = 0.0
     setup_seconds: float = 0.0
     round: int = 1
+    pods_per_second_from_release: float = 0.0  # bound / (last bind - release of the measured pods)
+    first_bind_seconds: float = 0.0  # from the release to the first measured pod seen bound
+    creation: str = ""  # how the measured pods reached the scheduler (`CREATION_METHODS`)
     machine: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -148,9 +151,17 @@ class E2EResult:
         return asdict(self)
 
 
+# E2EResult.creation, in words
+CREATION_METHODS = {
+    "paused": "the measured pods were created while the scheduler process was stopped (SIGSTOP) and "
+    "released at once (SIGCONT)",
+}
+
 # the figures summarised over rounds by their median
 MEDIAN_FIELDS = (
     "pods_per_second",
+    "pods_per_second_from_release",
+    "first_bind_seconds",
     "attempt_p50_ms",
     "attempt_p90_ms",
     "attempt_p99_ms",
@@ -174,13 +185,15 @@ class E2EMedian:
     qps: float
     burst: int
     pods_per_second: float
+    pods_per_second_from_release: float
+    first_bind_seconds: float
     attempt_p50_ms: float
     attempt_p90_ms: float
     attempt_p99_ms: float
     algorithm_p50_ms: float
     algorithm_p99_ms: float
     peak_rss_mib: float
-    create_pods_per_second: float  # when close to pods/s, pod creation (not the scheduler) set the pace
+    create_pods_per_second: float  # with the scheduler stopped meanwhile: not a bound on pods/s
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (one entry of the result file's `medians`)."""
@@ -221,14 +234,14 @@ def medians(results: Sequence[E2EResult]) -> list[E2EMedian]:
     return out
 
 
-def ratios(summary: Sequence[E2EMedian]) -> dict[str, float]:
-    """policyd's median pods/s divided by kube-scheduler's, per workload having both."""
+def ratios(summary: Sequence[E2EMedian], figure: str = "pods_per_second") -> dict[str, float]:
+    """policyd's median `figure` (a pods/s field) divided by kube-scheduler's, per workload having both."""
     by = {(m.workload, m.scheduler): m for m in summary}
     out: dict[str, float] = {}
     for (wl, sched), m in by.items():
         base = by.get((wl, KUBE_SCHEDULER))
-        if sched == POLICYD and base is not None and base.pods_per_second > 0:
-            out[wl] = round(m.pods_per_second / base.pods_per_second, 2)
+        if sched == POLICYD and base is not None and getattr(base, figure) > 0:
+            out[wl] = round(getattr(m, figure) / getattr(base, figure), 2)
     return out
 
 
@@ -239,10 +252,17 @@ def budgets(results: Sequence[E2EResult]) -> str:
     return same + ", ".join(f"QPS {qps:g}, burst {burst}" for qps, burst in pairs)
 
 
+def creation(results: Sequence[E2EResult]) -> str:
+    """How the runs made the measured pods available, in words."""
+    methods = sorted({r.creation for r in results})
+    return "; ".join(CREATION_METHODS.get(m, m or "created while the scheduler ran") for m in methods)
+
+
 MARKDOWN_HEADER = (
-    "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | attempt p50 ms | "
-    "attempt p90 ms | attempt p99 ms | algorithm p50 ms | peak RSS MiB | pods created/s |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | pods/s from release | "
+    "first bind s | attempt p50 ms | attempt p90 ms | attempt p99 ms | algorithm p50 ms | peak RSS MiB | "
+    "pods created/s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
 
@@ -255,7 +275,8 @@ def markdown_row(m: E2EMedian, ratio: float | None = None) -> str:
     ratio_text = f"{ratio:.2f}x" if ratio is not None else ""
     return (
         f"| {m.workload} | {m.scheduler} | {m.nodes} | {m.measured_pods} | {m.rounds} | "
-        f"{m.pods_per_second:.1f} | {ratio_text} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
+        f"{m.pods_per_second:.1f} | {ratio_text} | {m.pods_per_second_from_release:.1f} | "
+        f"{m.first_bind_seconds:.2f} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
         f"{_ms(m.attempt_p99_ms)} | {_ms(m.algorithm_p50_ms)} | {m.peak_rss_mib:.0f} | "
         f"{m.create_pods_per_second:.1f} |\n"
     )
@@ -266,14 +287,19 @@ def markdown_table(results: Sequence[E2EResult]) -> str:
     summary = medians(results)
     rs = ratios(summary)
     rows = [markdown_row(m, rs.get(m.workload) if m.scheduler == POLICYD else None) for m in summary]
-    return f"Medians over rounds; {budgets(results)}.\n\n" + MARKDOWN_HEADER + "".join(rows)
+    intro = (
+        f"Medians over rounds; {budgets(results)}; {creation(results)}. pods/s: between the first and "
+        "the last measured pod seen bound; from release: measured pods bound / (last bind - release).\n\n"
+    )
+    return intro + MARKDOWN_HEADER + "".join(rows)
 
 
 def run_line(r: E2EResult) -> str:
     """One run's figures on one line (progress while the benchmark runs)."""
     return (
         f"round {r.round} {r.workload} [{r.scheduler}]: {r.scheduled}/{r.measured_pods} bound, "
-        f"{r.pods_per_second:.1f} pods/s, attempt p50/p90/p99 {_ms(r.attempt_p50_ms)}/"
+        f"{r.pods_per_second:.1f} pods/s ({r.pods_per_second_from_release:.1f} from release, first bind "
+        f"after {r.first_bind_seconds:.2f} s), attempt p50/p90/p99 {_ms(r.attempt_p50_ms)}/"
         f"{_ms(r.attempt_p90_ms)}/{_ms(r.attempt_p99_ms)} ms, peak RSS {r.peak_rss_mib:.0f} MiB"
     )
 
@@ -284,7 +310,9 @@ def write_results(results: Sequence[E2EResult], out_dir: str) -> tuple[Path, Pat
     document = {
         "machine": machine(),
         "budgets": budgets(results),
+        "creation": creation(results),
         "ratios": ratios(summary),
+        "ratios_from_release": ratios(summary, "pods_per_second_from_release"),
         "medians": [_json_safe(m.to_json()) for m in summary],
         "results": [_json_safe(r.to_json()) for r in results],
     }

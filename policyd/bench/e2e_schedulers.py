@@ -5,12 +5,19 @@ off) and serves /healthz and /metrics on its deprecated insecure port (HTTPS off
 delegation is needed on loopback). policyd reads a PolicydConfiguration (clientConnection qps/burst,
 leader election off, serving on a free loopback port). Each process gets its own session and dies
 with the benchmark process (PR_SET_PDEATHSIG), so a killed benchmark leaves no scheduler behind.
+
+`SchedulerProcess.paused()` stops a scheduler (SIGSTOP) while the benchmark creates the measured pods
+and continues it (SIGCONT) afterwards, so the pods are all there when it resumes. Nothing in either
+scheduler times out meanwhile: leader election is off in both configurations (no lease to renew), and
+a watch the API server closes because the stopped client does not read it is resumed or re-listed
+by the client's reflector (kube-scheduler) or informer (policyd) as after any dropped watch.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -18,7 +25,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +153,19 @@ class SchedulerProcess:
         if text is None:
             raise BenchError(f"{self.scheduler}: cannot read /metrics on port {self.port}")
         return text
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The process stopped (SIGSTOP) while the block runs; continued (SIGCONT) after it, also on errors."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            raise BenchError(f"{self.scheduler} is not running: cannot pause it")
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
 
     def peak_rss_mib(self) -> float:
         """VmHWM of the process (MiB; 0 when unknown)."""

@@ -40,6 +40,24 @@ def test_tiny_workload_with_both_schedulers(tmp_path: Path, envtest_assets: Path
     assert sorted(_children(os.getpid())) == before
 
 
+def test_tiny_preemption_waits_for_every_preemptor_to_be_bound(envtest_assets: Path) -> None:
+    progress: list[str] = []
+    results = e2e.run_workloads(
+        [workload("Preemption/500")],
+        assets=envtest_assets,
+        scale=0.008,  # 16 low-priority pods (900m) fill the nodes, then 4 preemptors (3000m)
+        node_scale=0.008,  # 4 nodes of 4 cpu
+        qps=1000.0,
+        burst=1000,
+        progress=progress.append,
+    )
+    for r in results:
+        # each preemptor is parked as unschedulable when it preempts; the Barrier waits for its bind
+        assert (r.nodes, r.measured_pods, r.scheduled) == (4, 4, 4), progress
+        assert r.creation == e2e.CREATION
+        assert r.first_bind_seconds > 0 and r.pods_per_second_from_release > 0
+
+
 def _children(pid: int) -> list[str]:
     """Command names of the live (not zombie) child processes of `pid`."""
     out = []

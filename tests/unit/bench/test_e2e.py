@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,9 @@ def result(
         burst=100,
         create_pods_per_second=60.0,
         round=round_number,
+        pods_per_second_from_release=pods_per_second / 2,
+        first_bind_seconds=0.5,
+        creation=e2e.CREATION,
     )
 
 
@@ -168,15 +172,18 @@ def test_ratios_and_table() -> None:
     ]
     assert report.ratios(report.medians(results)) == {"SchedulingBasic/5000Nodes": 1.1}
     lines = report.markdown_table(results).splitlines()
-    assert lines[0] == "Medians over rounds; each scheduler's client: QPS 50, burst 100."
+    assert lines[0].startswith("Medians over rounds; each scheduler's client: QPS 50, burst 100; ")
+    assert "stopped (SIGSTOP) and released at once (SIGCONT)" in lines[0]
     table = lines[2:]
     assert table[0].startswith("| workload | scheduler |") and "ratio" in table[0] and "p90" in table[0]
+    assert "pods/s from release" in table[0]
+    assert table[0].count("|") == table[1].count("|") == table[2].count("|")
     assert len(table) == 2 + 3
     assert table[2] == (
-        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 12.3 | 20.0 | - | 1.0 | 123 "
-        "| 60.0 |"
+        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 25.0 | 0.50 | 12.3 | 20.0 "
+        "| - | 1.0 | 123 | 60.0 |"
     )
-    assert "| 55.0 | 1.10x |" in table[3]
+    assert "| 55.0 | 1.10x | 27.5 |" in table[3]
     assert "| 20.0 |  |" in table[4]
 
 
@@ -190,7 +197,8 @@ def test_budgets_say_when_runs_differ() -> None:
 def test_run_line_names_round_and_figures() -> None:
     line = report.run_line(result("W", e2e.POLICYD, 42.0, 2))
     assert line.startswith(
-        "round 2 W [policyd]: 1000/1000 bound, 42.0 pods/s, attempt p50/p90/p99 12.3/20.0/- ms"
+        "round 2 W [policyd]: 1000/1000 bound, 42.0 pods/s (21.0 from release, first bind after 0.50 s), "
+        "attempt p50/p90/p99 12.3/20.0/- ms"
     )
 
 
@@ -205,6 +213,8 @@ def test_write_results(tmp_path: Path) -> None:
     assert json_path.name.startswith("e2e-") and json_path.suffix == ".json"
     doc = json.loads(json_path.read_text())
     assert doc["ratios"] == {"SchedulingBasic/5000Nodes": 1.0}
+    assert doc["ratios_from_release"] == {"SchedulingBasic/5000Nodes": 1.0}
+    assert "SIGSTOP" in doc["creation"]
     assert [(r["scheduler"], r["round"]) for r in doc["results"]] == [
         (e2e.KUBE_SCHEDULER, 1),
         (e2e.POLICYD, 1),
@@ -281,6 +291,76 @@ def test_node_objects_split_status() -> None:
     assert obj["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone1"
     assert status["conditions"] == [{"type": "Ready", "status": "True"}]
     assert len(pairs) == 5000
+
+
+class FakeClient:
+    """Enough of KubeClient for a PodTracker that is fed by hand (never started)."""
+
+
+def bound(name: str, node: str = "n1") -> dict[str, object]:
+    return {"metadata": {"namespace": "ns", "name": name}, "spec": {"nodeName": node}}
+
+
+def parked(name: str) -> dict[str, object]:
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    return {
+        "metadata": {"namespace": "ns", "name": name},
+        "spec": {},
+        "status": {"conditions": [unschedulable]},
+    }
+
+
+def test_a_parked_preemptor_is_settled_but_the_barrier_waits_for_its_bind() -> None:
+    tracker = e2e.PodTracker(FakeClient())
+    keys = ["ns/a", "ns/b"]
+    tracker.observe(bound("a"))
+    tracker.observe(parked("b"))  # preempted its victims, waits for them to go
+    assert tracker.settled(keys) == 2
+    checks: list[int] = []
+
+    def alive() -> None:  # the barrier's liveness check: the victims go, the preemptor is bound
+        checks.append(1)
+        tracker.observe(bound("b", "n2"))
+
+    tracker.wait_bound(keys, stall=60.0, alive=alive)
+    assert checks and tracker.bound_span(keys)[0] == 2
+    tracker.stop()
+
+
+def test_wait_bound_gives_up_when_no_bind_comes_for_the_stall_time() -> None:
+    tracker = e2e.PodTracker(FakeClient())
+    tracker.observe(parked("never"))
+    tracker.wait_bound(["ns/never"], stall=0.0, alive=lambda: None)  # returns, does not raise
+    assert tracker.bound_span(["ns/never"])[0] == 0
+    tracker.stop()
+
+
+def test_paused_stops_the_process_and_continues_it_also_on_errors(tmp_path: Path) -> None:
+    sched = procs.SchedulerProcess("sleeper", ["sleep", "30"], 0, tmp_path / "sleep.log", "/healthz")
+    sched.start()
+    try:
+        with sched.paused():
+            assert _reaches(sched, "T")  # stopped
+        assert _reaches(sched, "SR")
+        with pytest.raises(KeyError), sched.paused():
+            assert _reaches(sched, "T")
+            raise KeyError("creation failed")
+        assert _reaches(sched, "SR")
+    finally:
+        sched.stop()
+    with pytest.raises(procs.BenchError, match="not running"), sched.paused():
+        pass
+
+
+def _reaches(sched: procs.SchedulerProcess, states: str) -> bool:
+    """Whether the process's state letter becomes one of `states` (signals are delivered asynchronously)."""
+    assert sched.proc is not None
+    stat = Path(f"/proc/{sched.proc.pid}/stat")
+    for _ in range(400):
+        if stat.read_text().rsplit(")", 1)[1].split()[0] in states:
+            return True
+        time.sleep(0.005)
+    return False
 
 
 def test_pod_state() -> None:
