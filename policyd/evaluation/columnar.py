@@ -199,20 +199,38 @@ def _combine(cats: list[Cat]) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...
     return inverse.astype(np.intp), tuples
 
 
-def _per_value(fn: Callable[..., Any], args: list[Any], pos: int, cat: Cat) -> Cat:
-    """`per_category` with one categorical argument, at `pos`: `fn` once per value present."""
-    before, after = args[:pos], args[pos + 1 :]
+def _present(cat: Cat) -> tuple[list[Any], npt.NDArray[np.intp]]:
+    """The values `cat`'s rows use and the rows' codes into them (the whole vocabulary when small)."""
     values = cat.values
     if len(values) > len(cat.codes) + 64:
         # a vocabulary larger than the rows (hostnames over a window): only the codes present
         uniq, inverse = np.unique(cat.codes, return_inverse=True)
-        present = [values[c] for c in uniq.tolist()]
-        codes = inverse.astype(np.intp)
-    else:
-        present, codes = values, cat.codes
+        return [values[c] for c in uniq.tolist()], inverse.astype(np.intp)
+    return values, cat.codes
+
+
+def _column(codes: npt.NDArray[np.intp], results: list[Any]) -> Cat | Num:
+    """Per-value results as a column: bools as a bool `Num` (so `!`, `&&`, `||` stay vectorised)."""
+    if results and all(type(r) is bool for r in results):
+        return Num(np.array(results, dtype=bool)[codes])
+    return Cat(codes, results)
+
+
+def _per_value(fn: Callable[..., Any], args: list[Any], pos: int, cat: Cat) -> Cat | Num:
+    """`per_category` with one categorical argument, at `pos`: `fn` once per value present."""
+    before, after = args[:pos], args[pos + 1 :]
+    present, codes = _present(cat)
     if not before and not after:
-        return Cat(codes, [fn(v) for v in present])
-    return Cat(codes, [fn(*before, v, *after) for v in present])
+        return _column(codes, [fn(v) for v in present])
+    return _column(codes, [fn(*before, v, *after) for v in present])
+
+
+def member_of(cat: Cat, container: Any) -> Cat | Num:
+    """CEL `x in container` for a categorical `x` and a pod-only map: a string's membership is a
+    dictionary lookup (`runtime.map_lookup`); other values (errors, numbers) take the operator."""
+    present, codes = _present(cat)
+    slow = guarded(rt.in_)
+    return _column(codes, [v in container if type(v) is str else slow(v, container) for v in present])
 
 
 def per_category(fn: Callable[..., Any], args: list[Any], n: int) -> Any:
@@ -230,7 +248,7 @@ def per_category(fn: Callable[..., Any], args: list[Any], n: int) -> Any:
         for pos, cat, code in zip(cat_positions, cats, combo, strict=True):
             scalar_args[pos] = cat.values[code]
         values.append(fn(*scalar_args))
-    return Cat(codes, values)
+    return _column(codes, values)
 
 
 def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:

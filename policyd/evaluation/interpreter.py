@@ -42,6 +42,7 @@ from policyd.evaluation.columnar import (
     dense_unique,
     guarded,
     is_scalar,
+    member_of,
     not_strictly_false,
     num_kind,
     or_err,
@@ -302,6 +303,8 @@ class Interpreter:
             out = column_op(fn, args, n)
             if out is not None:
                 return out
+        if fn == "@in" and isinstance(args[0], Cat) and isinstance(args[1], Mapping):
+            return member_of(args[0], args[1])
         if fn == "!_" and isinstance(args[0], Num):
             t, bad = truth(args[0], n)
             return Num(~t & ~bad, bad if bad.any() else None)

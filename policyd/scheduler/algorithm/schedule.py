@@ -150,6 +150,7 @@ class Algorithm:
         self.groups = groups
         self.columns = ColumnSync()
         self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
+        self._fail_ratio = 0.0  # the share of failing nodes in recent windows (a moving average)
 
     def schedule_pod(
         self,
@@ -261,8 +262,16 @@ class Algorithm:
                 break
             all_passed = True
             if unknown.size >= BULK_MIN:
+                # as many rows again as the last pods' windows lost to failing nodes, so that the
+                # window's growth is judged in this call, not row by row (rows beyond the window
+                # are only remembered)
+                ratio = min(self._fail_ratio, 0.9)
+                ahead = min(int((end + 1) * ratio / (1 - ratio)), n - 1 - end)
+                if ahead > 0:
+                    beyond = np.flatnonzero(ordered[end + 1 : end + 1 + ahead] == UNKNOWN) + end + 1
+                    unknown = np.concatenate((unknown, beyond))
                 bulk = self._bulk_filter(evaluator, g, snapshot, unknown, start, special)
-                unknown = bulk.unknown
+                unknown = bulk.unknown[bulk.unknown <= end]
                 for positions, code, keep in (
                     (bulk.passed, PASS, bulk.passed_cacheable),
                     (bulk.failed, DEFERRED, bulk.failed_cacheable),
@@ -274,7 +283,7 @@ class Algorithm:
                     status[decided[keep]] = code
                     if code == DEFERRED:
                         g.first_fail[decided[keep]] = bulk.first_fail[keep]
-                all_passed = bulk.failed.size == 0
+                all_passed = not (bulk.failed <= end).any()
             if self.groups is not None:
                 self.groups.evaluations += int(unknown.size)
             for pos in unknown.tolist():
@@ -302,6 +311,8 @@ class Algorithm:
                 break
         window = ordered[: end + 1]
         evaluated = end + 1
+        failed = evaluated - int(np.count_nonzero(window == PASS))
+        self._fail_ratio = (self._fail_ratio + failed / evaluated) / 2
         if self.groups is not None:
             self.groups.hits += evaluated
         self._next_start = (start + evaluated) % n
