@@ -106,6 +106,22 @@ class ClusterFunctions(Protocol):
         ...
 
 
+class RowSelection(Sequence[CelObject]):
+    """Some of a snapshot's node objects (`Snapshot.cels()`), in order, with their rows: the
+    algorithm's PreScore input, which the cluster functions need not look up by name."""
+
+    def __init__(self, cels: Sequence[CelObject], rows: IntpArray) -> None:
+        self.cels = cels
+        self.rows = rows
+        self._items = [cels[r] for r in rows.tolist()]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._items[index]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 EvaluationPhase = Literal["filter", "score"]
 
 

@@ -12,7 +12,6 @@ front of both keeps what equivalent pods learnt about unchanged nodes.
 
 from __future__ import annotations
 
-import operator
 import random
 import time
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from policyd.framework import (
     FilterFailure,
     FilterResult,
     PodEvaluator,
+    RowSelection,
 )
 from policyd.scheduler.algorithm.columns import ColumnSync
 from policyd.scheduler.algorithm.failures import DeferredFailures
@@ -461,9 +461,7 @@ class Algorithm:
         """The feasible nodes' scores: PreScore, raw, normalised, weighted, summed (prioritizeNodes)."""
         snapshot, rules = p.snapshot, p.profile.scores
         cels, rows = snapshot.cels(), found.rows
-        row_list = rows.tolist()
-        feasible = [cels[row_list[0]]] if len(row_list) == 1 else operator.itemgetter(*row_list)(cels)
-        cluster.prescore(p.pod.cel, feasible)
+        cluster.prescore(p.pod.cel, RowSelection(cels, rows))
         found.results.use_score_values(p.evaluator.prepare("score"))
         raw = self._raw_scores(p, found.results, rows)
         totals, normalized = weigh(raw, rules, keep=explain)

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from policyd.framework import RowSelection
 from policyd.scheduler.cluster import (
     affinity,
     nominated,
@@ -89,7 +90,7 @@ class ClusterFunctions:
         self._index = index if index is not None else ClusterIndex()
         self._tables: SnapshotTables | None = None  # bound on first use
         self._memo_by_pod: dict[PodKey, dict[Any, Any]] = {}
-        self._feasible: dict[PodKey, list[CelObject]] = {}
+        self._feasible: dict[PodKey, Sequence[CelObject]] = {}
         # False only when the snapshot says no pod on any node has inter-pod (anti-)affinity terms
         self._any_affinity = snapshot.has_pods_with_affinity()
         # `with_nominated` variants: the pods counted on one node, and the functions without them
@@ -124,7 +125,7 @@ class ClusterFunctions:
         Nodes are taken by name; without this call every node of the snapshot counts as feasible.
         """
         key = pod_key(pod)
-        self._feasible[key] = list(feasible)
+        self._feasible[key] = feasible if isinstance(feasible, RowSelection) else list(feasible)
         memo = self._memo_by_pod.get(key)
         if memo is not None:
             for k in [k for k in memo if k[0] in _PRESCORE_DEPENDENT]:

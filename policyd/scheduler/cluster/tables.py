@@ -13,6 +13,7 @@ bounded by `max_tables`.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, cast
@@ -20,6 +21,7 @@ from typing import Any, Protocol, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from policyd.framework import RowSelection
 from policyd.scheduler.cluster.affinity_terms import AffinityTerm, PodTerms, namespace_labels, pod_terms
 from policyd.scheduler.cluster.selectors import CelObject
 
@@ -379,8 +381,11 @@ class DomainSums:
         if not rows.size:
             return {}
         codes, first = np.unique(domains.codes[rows], return_index=True)
-        values = domains.values
-        return {values[c]: int(sums[c]) for c in codes[np.argsort(first)].tolist()}
+        ordered = codes[np.argsort(first)]
+        names = operator.itemgetter(*ordered.tolist())(domains.values) if ordered.size > 1 else None
+        if names is None:
+            return {domains.values[int(ordered[0])]: int(sums[ordered[0]])}
+        return dict(zip(names, sums[ordered].tolist(), strict=True))
 
     def dicts(self) -> dict[str, dict[Any, int]]:
         """`counts(key)` of every key with at least one touched domain."""
@@ -453,6 +458,8 @@ class SnapshotTables:
         """Rows of the snapshot's nodes named like `nodes` (None: every row; unknown names: skipped)."""
         if nodes is None or nodes is self.cels:
             return np.arange(self.n, dtype=np.intp)
+        if isinstance(nodes, RowSelection) and nodes.cels is self.cels:
+            return nodes.rows
         self.index.use_layout(self.names)
         row = self.index.row
         rows = [r for r in (row(str(c.get("name", ""))) for c in nodes) if r is not None]
