@@ -143,12 +143,23 @@ class NodeColumns:
         return row
 
     def set_node(self, row: int, cel: Mapping[str, Any]) -> None:
-        """Rewrite row `row` from a node's `.cel` dict (node update, or resynchronisation)."""
+        """Rewrite row `row` from a node's `.cel` dict (node update, or resynchronisation).
+
+        A node object copied from the row's previous one (a pod added or removed) shares its
+        labels, taints, images and allocatable maps (node objects are never changed in place: an
+        update makes new maps): those parts are rewritten only when they are other objects."""
+        old = self.cels[row]
         self.cels[row] = cel
+
+        def same(field: str) -> bool:
+            return old is not None and old is not cel and old.get(field) is cel.get(field)
+
         self.unschedulable[row] = bool(cel.get("unschedulable", False))
         self.ready[row] = bool(cel.get("ready", False))
         self.pod_count[row] = int(cel.get("podCount", 0))
         for map_name in RESOURCE_MAPS:
+            if same(map_name):
+                continue
             values: Mapping[str, int] = cel.get(map_name) or {}
             for res, col in self.resources[map_name].items():
                 if res not in values:
@@ -158,19 +169,23 @@ class NodeColumns:
                 col = self.resource(map_name, res)
                 col.present[row] = True
                 col.values[row] = amount
-        labels: Mapping[str, str] = cel.get("labels") or {}
-        for key, cat in self.labels.items():
-            if key not in labels:
-                cat.codes[row] = -1
-        for key, value in labels.items():
-            cat = self.label(key)
-            cat.codes[row] = cat.code_of(value)
-        taints = cel.get("taints") or []
-        self.whole["taints"].codes[row] = self.whole["taints"].code_of(taints, freeze(taints))
-        self.whole["labels"].codes[row] = self.whole["labels"].code_of(labels, freeze(labels))
-        self.whole["name"].codes[row] = self.whole["name"].code_of(cel.get("name", ""))
-        images = cel.get("images") or {}
-        self.whole["images"].codes[row] = self.whole["images"].code_of(images, freeze(images))
+        if not same("labels"):
+            labels: Mapping[str, str] = cel.get("labels") or {}
+            for key, cat in self.labels.items():
+                if key not in labels:
+                    cat.codes[row] = -1
+            for key, value in labels.items():
+                cat = self.label(key)
+                cat.codes[row] = cat.code_of(value)
+            self.whole["labels"].codes[row] = self.whole["labels"].code_of(labels, freeze(labels))
+        if not same("taints"):
+            taints = cel.get("taints") or []
+            self.whole["taints"].codes[row] = self.whole["taints"].code_of(taints, freeze(taints))
+        if not same("name"):
+            self.whole["name"].codes[row] = self.whole["name"].code_of(cel.get("name", ""))
+        if not same("images"):
+            images = cel.get("images") or {}
+            self.whole["images"].codes[row] = self.whole["images"].code_of(images, freeze(images))
 
     # -- derived columns ------------------------------------------------------------------------
 
