@@ -218,9 +218,13 @@ class Interpreter:
                 ft = ot.field_type(e.field)
                 if ft is not None:
                     zero = zero_value(ft)
+                    if type(obj) is dict:  # a pod-only object: its field, or the zero value
+                        return obj.get(e.field, zero)
                     typed = guarded(lambda o: o.get(e.field, zero))
                     return per_category(typed, [obj], self.n)
         fn = guarded(rt.has if e.test_only else rt.select)
+        if is_scalar(obj):
+            return fn(obj, e.field)
         return per_category(lambda o: fn(o, e.field), [obj], self.n)
 
     def member_in(self, key: Any, ref: Any) -> Any:
