@@ -113,13 +113,15 @@ class RowSelection(Sequence[CelObject]):
     def __init__(self, cels: Sequence[CelObject], rows: IntpArray) -> None:
         self.cels = cels
         self.rows = rows
-        self._items = [cels[r] for r in rows.tolist()]
+        self._items: list[CelObject] | None = None
 
     def __getitem__(self, index: Any) -> Any:
+        if self._items is None:
+            self._items = [self.cels[r] for r in self.rows.tolist()]
         return self._items[index]
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.rows)
 
 
 EvaluationPhase = Literal["filter", "score"]

@@ -480,8 +480,7 @@ class Algorithm:
         """Raw scores of `missing` rows (`unknown`: the rules each lacks) by the vectorised plans, only
         for the rules the rows lack: rows lacking the same rules together, and the rows of rarer sets
         together; returns the rows left to the per-node functions."""
-        patterns, which = np.unique(unknown, axis=0, return_inverse=True)
-        which = which.reshape(-1)
+        patterns, which = _need_patterns(unknown)
         sizes = np.bincount(which, minlength=len(patterns))
         parts = [(which == k, patterns[k]) for k in np.flatnonzero(sizes >= BULK_MIN).tolist()]
         rare = sizes[which] < BULK_MIN
