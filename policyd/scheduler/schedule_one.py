@@ -226,6 +226,7 @@ class SchedulingCycle(EventHandlers):
                     lambda: cluster.reads_pods(pod.cel),
                     nominated_evaluator(profile, pod, cluster),
                     cache,
+                    self.queue.nominated_nodes,
                 )
             )
             outcome = find_preemption(
