@@ -314,13 +314,14 @@ def find_preemption(
     evaluator_for: EvaluatorFactory,
     nominated: NominatedLookup,
     budgets: Sequence[DisruptionBudget],
-    all_pods: Sequence[PodInfoLike],
+    all_pods: Callable[[], Sequence[PodInfoLike]],
     rng: random.Random | None = None,
     nominated_for: NominatedFactory | None = None,
     judges: NodeJudges | None = None,
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
-    them up to 100 nodes), and pick the best candidate."""
+    them up to 100 nodes), and pick the best candidate; `all_pods` is asked only when a honored
+    PodDisruptionBudget has no status."""
     not_eligible = eligible_to_preempt(profile, pod, snapshot)
     if not_eligible is not None:
         return PreemptionOutcome(None, "preemption: " + not_eligible if not_eligible else "")

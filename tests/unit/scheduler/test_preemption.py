@@ -52,7 +52,7 @@ def preempt(
         lambda s: FakeEvaluator(PROFILE, pod.cel),
         lambda n: [],
         budgets or [],
-        all_pods,
+        lambda: all_pods,
         rng=rng,
     )
 
@@ -128,7 +128,7 @@ def test_pdb_split_uses_status_when_present() -> None:
             "status": {"disruptionsAllowed": 1},
         }
     )
-    violating, fine = split_by_violation(pods, [pdb], disruptions_allowed([pdb], pods))
+    violating, fine = split_by_violation(pods, [pdb], disruptions_allowed([pdb], lambda: pods))
     assert [p.name for p in fine] == ["w0"] and [p.name for p in violating] == ["w1", "w2"]
     computed = budget_from_object(
         {
@@ -189,7 +189,7 @@ def test_the_dry_run_counts_nominated_pods_through_the_nominated_evaluators() ->
             lambda s: FakeEvaluator(PROFILE, preemptor.cel),
             lambda name: [nominated] if name == "a" else [],
             [],
-            all_pods,
+            lambda: all_pods,
             nominated_for=with_nominated,
         )
 
@@ -257,7 +257,7 @@ def test_outcomes_known_beforehand_stop_the_dry_run_where_the_walk_stops(
         lambda s: FakeEvaluator(PROFILE, pod.cel),
         lambda n: [],
         [],
-        all_pods,
+        lambda: all_pods,
         rng=random.Random(seed),
         judges=knowing,
     )
