@@ -67,18 +67,18 @@ class _Entry:
 
     version: int
     others: tuple[PodInfoLike, ...]
-    # pod-only values of the first filter pass with `others` when one of them has inter-pod
-    # (anti-)affinity terms; None otherwise (the pass then has the group's own values)
+    affine: bool  # one of `others` has inter-pod (anti-)affinity terms
+    # pod-only values of the first filter pass with `others` when affine; None otherwise (the pass
+    # then has the group's own values)
     first_values: Any
     outcome: NodeOutcome
 
-    def holds(self, version: int, others: Sequence[PodInfoLike], first_values: Any) -> bool:
-        """True when decided on the same row generation, nominated pods and first-pass values."""
+    def decided_with(self, version: int, others: Sequence[PodInfoLike]) -> bool:
+        """True when decided on the same row generation and nominated pods."""
         return (
             self.version == version
             and len(self.others) == len(others)
             and all(a is b for a, b in zip(self.others, others, strict=True))
-            and same_values(first_values, self.first_values)
         )
 
 
@@ -132,7 +132,7 @@ class DryRunGroup:
     ) -> None:
         """Remember `outcome`, decided on row version `version` with `others` nominated there."""
         if others:
-            self.entries[row] = _Entry(version, tuple(others), first_values, outcome)
+            self.entries[row] = _Entry(version, tuple(others), _any_affinity(others), first_values, outcome)
             self.versions[row] = NONE
             return
         self.entries.pop(row, None)
@@ -232,10 +232,7 @@ class _SharedJudge:
         self.nodes = snapshot.nodes()
         self.versions = snapshot.versions
         self.nominated = np.zeros(len(snapshot), dtype=bool)  # rows some pod is nominated to
-        for name in cycle.nominated_nodes():
-            row = snapshot.row(name)
-            if row is not None:
-                self.nominated[row] = True
+        self.nominated[[row for row in map(snapshot.row, cycle.nominated_nodes()) if row is not None]] = True
 
     def known(self, rows: IntpArray) -> tuple[Int8Array, ObjectArray]:
         """The group's outcomes of unchanged rows that no pod is nominated to."""
@@ -260,12 +257,16 @@ class _SharedJudge:
         version = int(self.versions[row])
         first_values = None
         if others:
-            if _any_affinity(others):
-                first_values = self.cycle.first_evaluator(node, others).prepare("filter")
             hit = group.entries.get(row)
-            if hit is not None and hit.holds(version, others, first_values):
+            known = hit is not None and hit.decided_with(version, others)
+            if hit is not None and known and not hit.affine:
                 cache.hits += 1
                 return hit.outcome
+            if _any_affinity(others):  # the first pass's pod-only values may differ between pods
+                first_values = self.cycle.first_evaluator(node, others).prepare("filter")
+                if hit is not None and known and same_values(first_values, hit.first_values):
+                    cache.hits += 1
+                    return hit.outcome
         elif group.versions[row] == version:
             cache.hits += 1
             outcome: NodeOutcome = group.outcomes[row]

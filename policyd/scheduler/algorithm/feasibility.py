@@ -73,7 +73,12 @@ class _NominatedEvaluators:
         (anti-)affinity terms: `with_nominated` then adds them to nothing the pod's lets read."""
         if self._reads_pods is None:
             self._reads_pods = self.cluster.reads_pods(self.pod.cel)
-        return not self._reads_pods and not any(has_pod_affinity(p.cel) for p in others)
+        if self._reads_pods:
+            return False
+        for p in others:
+            if has_pod_affinity(p.cel):
+                return False
+        return True
 
 
 def nominated_evaluator(
