@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -235,8 +236,8 @@ class RowJudge(Protocol):
         run on the node, else UNDECIDED and None."""
         ...
 
-    def decide(self, row: int) -> NodeOutcome:
-        """The outcome on row `row`'s node, the same as `DryRun.exact` on it."""
+    def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
+        """The outcome on each row's node, the same as `DryRun.exact` on it."""
         ...
 
 
@@ -260,18 +261,19 @@ class ExactJudge:
         """Nothing is known."""
         return np.full(len(rows), UNDECIDED, dtype=np.int8), np.full(len(rows), None, dtype=object)
 
-    def decide(self, row: int) -> NodeOutcome:
-        """`DryRun.exact` on the row's node."""
-        return self.dry_run.exact(self.nodes[row])
+    def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
+        """`DryRun.exact` on each row's node."""
+        return [self.dry_run.exact(self.nodes[row]) for row in rows]
+
+
+_UNRESOLVABLE = operator.attrgetter("unresolvable")
 
 
 def _potential_rows(snapshot: Snapshot, failures: Mapping[str, FilterFailure]) -> tuple[IntpArray, list[str]]:
     """The rows where preemption may help (no unresolvable failure), and the names of the others,
     both in row order."""
     n = len(snapshot)
-    values = list(failures.values())
-    distinct = dict(zip(map(id, values), values, strict=True)).values()  # few: failures are shared
-    if not any(f.unresolvable for f in distinct):
+    if not any(map(_UNRESOLVABLE, failures.values())):
         return np.arange(n, dtype=np.intp), []
     hopeless = sorted(
         row
@@ -299,8 +301,8 @@ def _scan(judge: RowJudge, order: IntpArray, wanted: int) -> tuple[int, Int8Arra
         undecided = np.flatnonzero(codes[: end + 1] == UNDECIDED)
         if undecided.size == 0:
             break
-        for pos in undecided.tolist():
-            outcome = judge.decide(int(order[pos]))
+        decided = judge.decide(order[undecided].tolist())
+        for pos, outcome in zip(undecided.tolist(), decided, strict=True):
             outcomes[pos] = outcome
             codes[pos] = NO_CANDIDATE if outcome.candidate is None else CANDIDATE
     return end + 1, codes[: end + 1], outcomes[: end + 1]

@@ -246,38 +246,45 @@ class _SharedJudge:
         outcomes[~holds] = None
         return codes, outcomes
 
-    def decide(self, row: int) -> NodeOutcome:
-        """The group's outcome of the row when it holds, else a dry run of the node (kept for the group
-        unless it called the cluster functions)."""
+    def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
+        """The group's outcome of each row when it holds, else a dry run of the node (kept for the
+        group unless it called the cluster functions)."""
         dry_run, group, cache = self.dry_run, self.group, self.cycle.cache
-        node = self.nodes[row]
-        others = nominated_others(dry_run.pod, dry_run.nominated(node.name))
+        pod, nominated, nodes = dry_run.pod, dry_run.nominated, self.nodes
         if group is None:
-            return self._fresh(node, others)[0]
-        version = int(self.versions[row])
-        first_values = None
-        if others:
-            hit = group.entries.get(row)
-            known = hit is not None and hit.decided_with(version, others)
-            if hit is not None and known and not hit.affine:
-                cache.hits += 1
-                return hit.outcome
-            if _any_affinity(others):  # the first pass's pod-only values may differ between pods
-                first_values = self.cycle.first_evaluator(node, others).prepare("filter")
-                if hit is not None and known and same_values(first_values, hit.first_values):
+            return [
+                self._fresh(nodes[row], nominated_others(pod, nominated(nodes[row].name)))[0] for row in rows
+            ]
+        decided: list[NodeOutcome] = []
+        for row, version in zip(rows, self.versions[rows].tolist(), strict=True):
+            node = nodes[row]
+            others = nominated_others(pod, nominated(node.name))
+            first_values = None
+            if others:
+                hit = group.entries.get(row)
+                known = hit is not None and hit.decided_with(version, others)
+                if hit is not None and known and not hit.affine:
                     cache.hits += 1
-                    return hit.outcome
-        elif group.versions[row] == version:
-            cache.hits += 1
-            outcome: NodeOutcome = group.outcomes[row]
-            return outcome
-        outcome, keep = self._fresh(node, others)
-        cache.computed += 1
-        if keep:
-            group.keep(row, version, others, first_values, outcome)
-        else:
-            group.drop(row)
-        return outcome
+                    decided.append(hit.outcome)
+                    continue
+                if _any_affinity(others):  # the first pass's pod-only values may differ between pods
+                    first_values = self.cycle.first_evaluator(node, others).prepare("filter")
+                    if hit is not None and known and same_values(first_values, hit.first_values):
+                        cache.hits += 1
+                        decided.append(hit.outcome)
+                        continue
+            elif group.versions[row] == version:
+                cache.hits += 1
+                decided.append(group.outcomes[row])
+                continue
+            outcome, keep = self._fresh(node, others)
+            cache.computed += 1
+            if keep:
+                group.keep(row, version, others, first_values, outcome)
+            else:
+                group.drop(row)
+            decided.append(outcome)
+        return decided
 
     def _fresh(self, node: NodeInfoLike, others: Sequence[PodInfoLike]) -> tuple[NodeOutcome, bool]:
         """The outcome on `node` by the cycle's evaluator, and whether the group may keep it."""

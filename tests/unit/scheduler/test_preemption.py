@@ -218,13 +218,13 @@ class _Knowing:
                 codes, outcomes = exact.known(rows)
                 for i, row in enumerate(rows.tolist()):
                     if knowing.rng.random() < 0.5:
-                        outcomes[i] = exact.decide(row)
+                        outcomes[i] = exact.decide([row])[0]
                         codes[i] = NO_CANDIDATE if outcomes[i].candidate is None else CANDIDATE
                 return codes, outcomes
 
-            def decide(self, row: int) -> Any:
-                knowing.decided.append(row)
-                return exact.decide(row)
+            def decide(self, rows: list[int]) -> Any:
+                knowing.decided.extend(rows)
+                return exact.decide(rows)
 
         return Judge()
 
