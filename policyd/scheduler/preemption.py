@@ -5,6 +5,10 @@ pod pass the filters; then victims are reprieved, most important first and PDB-v
 the others, as long as the pod still fits. Candidates are ordered by: fewest PDB violations, lowest
 highest-victim priority, lowest sum of priorities, fewest victims, latest start time of the
 highest-priority victims, first found.
+
+The dry run walks the nodes from a random offset and stops at `num_candidates` candidates, as
+DefaultPreemption does; a `RowJudge` tells the outcomes it knows beforehand for every row at once
+(`NodeJudges`, policyd.scheduler.preemption_reuse) and decides only the rows that walk reaches.
 """
 
 from __future__ import annotations

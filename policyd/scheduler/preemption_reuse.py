@@ -16,6 +16,11 @@ same PodDisruptionBudgets and allowances. An outcome holds while the node's snap
 cache generation and the same pods nominated to it that count for the preemptor (with the same
 pod-only values of the first filter pass); outcomes computed with a cluster function call per node
 are not kept. 1000 identical preemptors thus dry-run each node once, and again only where it changed.
+
+The outcomes of rows no pod is nominated to are kept as columns (row version, outcome code, outcome),
+so a preemptor's dry run learns them for every row at once (`RowJudge.known`: one comparison of the
+version columns); rows with nominated pods, or whose version moved, are decided row by row
+(`RowJudge.decide`), and only those the one-by-one walk reaches (`preemption._scan`).
 """
 
 from __future__ import annotations
