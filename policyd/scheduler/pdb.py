@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,10 +132,14 @@ class BudgetIndex:
 
 
 def disruptions_allowed(
-    budgets: Sequence[DisruptionBudget], all_pods: Sequence[PodInfoLike]
+    budgets: Sequence[DisruptionBudget], all_pods: Callable[[], Sequence[PodInfoLike]]
 ) -> tuple[int, ...]:
-    """Each budget's disruptions allowed now (computed once per preemption dry run)."""
-    return tuple(b.allowed(all_pods) for b in budgets)
+    """Each budget's disruptions allowed now (computed once per preemption dry run); `all_pods` is
+    asked, once, only when a budget carries no status."""
+    pods: Sequence[PodInfoLike] = ()
+    if any(b.disruptions_allowed is None for b in budgets):
+        pods = all_pods()
+    return tuple(b.allowed(pods) for b in budgets)
 
 
 def split_by_violation(

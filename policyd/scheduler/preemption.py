@@ -5,16 +5,24 @@ pod pass the filters; then victims are reprieved, most important first and PDB-v
 the others, as long as the pod still fits. Candidates are ordered by: fewest PDB violations, lowest
 highest-victim priority, lowest sum of priorities, fewest victims, latest start time of the
 highest-priority victims, first found.
+
+The dry run walks the nodes from a random offset and stops at `num_candidates` candidates, as
+DefaultPreemption does; a `RowJudge` tells the outcomes it knows beforehand for every row at once
+(`NodeJudges`, policyd.scheduler.preemption_reuse) and decides only the rows that walk reaches.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import operator
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
 from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, NominatedLookup, filter_with_nominated
@@ -33,6 +41,8 @@ MIN_CANDIDATE_NODES_PERCENTAGE = 10
 MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 MAX_INT32 = 2**31 - 1
+
+IntpArray = npt.NDArray[np.intp]
 
 EvaluatorFactory = Callable[[Snapshot], PodEvaluator]
 # the evaluators of the first filter pass of a what-if snapshot's node with nominated pods (their spread
@@ -215,13 +225,91 @@ def num_candidates(potential: int) -> int:
     return min(potential, max(wanted, MIN_CANDIDATE_NODES_ABSOLUTE))
 
 
+# a row's outcome as `RowJudge.known` tells it
+UNDECIDED, NO_CANDIDATE, CANDIDATE = -1, 0, 1
+Int8Array = npt.NDArray[np.int8]
+ObjectArray = npt.NDArray[np.object_]
+
+
+class RowJudge(Protocol):
+    """The outcomes of one dry run per snapshot row: those known beforehand told in bulk, the others
+    decided one row at a time."""
+
+    def known(self, rows: IntpArray) -> tuple[Int8Array, ObjectArray]:
+        """Per row of `rows`: CANDIDATE or NO_CANDIDATE with its `NodeOutcome` when known without a dry
+        run on the node, else UNDECIDED and None."""
+        ...
+
+    def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
+        """The outcome on each row's node, the same as `DryRun.exact` on it."""
+        ...
+
+
 class NodeJudges(Protocol):
-    """Gives a dry run its per-node judge (policyd.scheduler.preemption_reuse: outcomes shared between
+    """Gives a dry run its judge of rows (policyd.scheduler.preemption_reuse: outcomes shared between
     equivalent preemptors); without one every node takes `DryRun.exact`."""
 
-    def judge(self, dry_run: DryRun) -> Callable[[NodeInfoLike], NodeOutcome]:
-        """The outcome of `dry_run` on a node, the same as `dry_run.exact(node)`."""
+    def judge(self, dry_run: DryRun) -> RowJudge:
+        """The judge of `dry_run`'s rows."""
         ...
+
+
+class ExactJudge:
+    """Every row by `DryRun.exact` (nothing known beforehand)."""
+
+    def __init__(self, dry_run: DryRun) -> None:
+        self.dry_run = dry_run
+        self.nodes = dry_run.snapshot.nodes()
+
+    def known(self, rows: IntpArray) -> tuple[Int8Array, ObjectArray]:
+        """Nothing is known."""
+        return np.full(len(rows), UNDECIDED, dtype=np.int8), np.full(len(rows), None, dtype=object)
+
+    def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
+        """`DryRun.exact` on each row's node."""
+        return [self.dry_run.exact(self.nodes[row]) for row in rows]
+
+
+_UNRESOLVABLE = operator.attrgetter("unresolvable")
+
+
+def _potential_rows(snapshot: Snapshot, failures: Mapping[str, FilterFailure]) -> tuple[IntpArray, list[str]]:
+    """The rows where preemption may help (no unresolvable failure), and the names of the others,
+    both in row order."""
+    n = len(snapshot)
+    if not any(map(_UNRESOLVABLE, failures.values())):
+        return np.arange(n, dtype=np.intp), []
+    hopeless = sorted(
+        row
+        for row in (snapshot.row(name) for name, f in failures.items() if f.unresolvable)
+        if row is not None
+    )
+    mask = np.ones(n, dtype=bool)
+    mask[hopeless] = False
+    names = snapshot.names()
+    return np.flatnonzero(mask), [names[row] for row in hopeless]
+
+
+def _scan(judge: RowJudge, order: IntpArray, wanted: int) -> tuple[int, Int8Array, ObjectArray]:
+    """Judge the rows of `order` in turn until `wanted` candidates are found (all of them when fewer
+    are): the number of rows judged, and their outcome codes and outcomes.
+
+    Undecided rows count as candidates until decided: the scan is the shortest prefix holding
+    `wanted` known-or-undecided candidates; its undecided rows are decided and the prefix recomputed
+    until every row in it is known, which decides exactly the rows a one-by-one walk decides."""
+    codes, outcomes = judge.known(order)
+    end = len(order) - 1
+    while True:
+        counts = np.cumsum(codes != NO_CANDIDATE)
+        end = min(int(np.searchsorted(counts, wanted)), len(order) - 1)
+        undecided = np.flatnonzero(codes[: end + 1] == UNDECIDED)
+        if undecided.size == 0:
+            break
+        decided = judge.decide(order[undecided].tolist())
+        for pos, outcome in zip(undecided.tolist(), decided, strict=True):
+            outcomes[pos] = outcome
+            codes[pos] = NO_CANDIDATE if outcome.candidate is None else CANDIDATE
+    return end + 1, codes[: end + 1], outcomes[: end + 1]
 
 
 def find_preemption(
@@ -232,25 +320,19 @@ def find_preemption(
     evaluator_for: EvaluatorFactory,
     nominated: NominatedLookup,
     budgets: Sequence[DisruptionBudget],
-    all_pods: Sequence[PodInfoLike],
+    all_pods: Callable[[], Sequence[PodInfoLike]],
     rng: random.Random | None = None,
     nominated_for: NominatedFactory | None = None,
     judges: NodeJudges | None = None,
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
-    them up to 100 nodes), and pick the best candidate."""
+    them up to 100 nodes), and pick the best candidate; `all_pods` is asked only when a honored
+    PodDisruptionBudget has no status."""
     not_eligible = eligible_to_preempt(profile, pod, snapshot)
     if not_eligible is not None:
         return PreemptionOutcome(None, "preemption: " + not_eligible if not_eligible else "")
-    statuses: dict[str, tuple[str, ...]] = {}
-    candidates: list[Candidate] = []
-    potential = []
-    for node in snapshot.nodes():
-        failure = failures.get(node.name)
-        if failure is not None and failure.unresolvable:
-            statuses[node.name] = (NOT_HELPFUL,)
-        else:
-            potential.append(node)
+    potential, hopeless = _potential_rows(snapshot, failures)
+    statuses: dict[str, tuple[str, ...]] = dict.fromkeys(hopeless, (NOT_HELPFUL,))
     wanted = num_candidates(len(potential))
     # kube-scheduler starts the dry run at a random node and stops once it has enough candidates;
     # when every node is examined anyway the order is the snapshot's (reproducible candidate ties)
@@ -258,16 +340,13 @@ def find_preemption(
     honored = budgets if profile.preemption.honor_pdb else ()
     allowed = disruptions_allowed(honored, all_pods)  # once per dry run
     dry_run = DryRun(profile, pod, snapshot, evaluator_for, nominated, honored, allowed, nominated_for)
-    judge = dry_run.exact if judges is None else judges.judge(dry_run)
-    for i in range(len(potential)):
-        node = potential[(offset + i) % len(potential)]
-        outcome = judge(node)
-        if outcome.candidate is None:
-            statuses[node.name] = outcome.reasons
-        else:
-            candidates.append(outcome.candidate)
-            if len(candidates) >= wanted:
-                break
+    judge = ExactJudge(dry_run) if judges is None else judges.judge(dry_run)
+    order = np.concatenate((potential[offset:], potential[:offset])) if offset else potential
+    judged, codes, outcomes = _scan(judge, order, wanted)
+    candidates: list[Candidate] = [o.candidate for o in outcomes[codes == CANDIDATE].tolist()]
+    names, helpless = snapshot.names(), codes == NO_CANDIDATE
+    for row, outcome in zip(order[:judged][helpless].tolist(), outcomes[helpless].tolist(), strict=True):
+        statuses[names[row]] = outcome.reasons
     if not candidates:
         return PreemptionOutcome(None, preemption_message(len(snapshot), statuses), statuses)
     return PreemptionOutcome(pick_candidate(candidates), "", statuses, candidates)

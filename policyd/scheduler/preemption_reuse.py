@@ -16,22 +16,46 @@ same PodDisruptionBudgets and allowances. An outcome holds while the node's snap
 cache generation and the same pods nominated to it that count for the preemptor (with the same
 pod-only values of the first filter pass); outcomes computed with a cluster function call per node
 are not kept. 1000 identical preemptors thus dry-run each node once, and again only where it changed.
+
+The outcomes of rows no pod is nominated to are kept as columns (row version, outcome code, outcome),
+so a preemptor's dry run learns them for every row at once (`RowJudge.known`: one comparison of the
+version columns); rows with nominated pods, or whose version moved, are decided row by row
+(`RowJudge.decide`), and only those the one-by-one walk reaches (`preemption._scan`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from policyd.cel.values import freeze
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
-from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, filter_with_others, nominated_others
+from policyd.scheduler.algorithm.feasibility import (
+    NominatedEvaluator,
+    NominatedNodes,
+    filter_with_others,
+    nominated_others,
+)
 from policyd.scheduler.algorithm.reuse import same_values
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.pdb import DisruptionBudget
-from policyd.scheduler.preemption import DryRun, NodeOutcome
+from policyd.scheduler.preemption import (
+    CANDIDATE,
+    NO_CANDIDATE,
+    UNDECIDED,
+    DryRun,
+    ExactJudge,
+    Int8Array,
+    IntpArray,
+    NodeOutcome,
+    ObjectArray,
+    RowJudge,
+)
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
 
 MAX_GROUPS = 64
@@ -44,35 +68,51 @@ class _ClusterCalled(Exception):
 
 @dataclass(frozen=True)
 class _Entry:
-    """One node's outcome and what it was decided on."""
+    """The outcome on a node with nominated pods, and what it was decided on."""
 
     version: int
     others: tuple[PodInfoLike, ...]
-    # pod-only values of the first filter pass with `others` when one of them has inter-pod
-    # (anti-)affinity terms; None otherwise (the pass then has the group's own values)
+    affine: bool  # one of `others` has inter-pod (anti-)affinity terms
+    # pod-only values of the first filter pass with `others` when affine; None otherwise (the pass
+    # then has the group's own values)
     first_values: Any
     outcome: NodeOutcome
 
-    def holds(self, version: int, others: Sequence[PodInfoLike], first_values: Any) -> bool:
-        """True when decided on the same row generation, nominated pods and first-pass values."""
+    def decided_with(self, version: int, others: Sequence[PodInfoLike]) -> bool:
+        """True when decided on the same row generation and nominated pods."""
         return (
             self.version == version
             and len(self.others) == len(others)
             and all(a is b for a, b in zip(self.others, others, strict=True))
-            and same_values(first_values, self.first_values)
         )
 
 
-@dataclass
-class DryRunGroup:
-    """The outcomes a group of equivalent preemptors learnt, per snapshot row of one layout."""
+NONE = -2  # no outcome kept for the row (snapshot versions are >= 0)
 
-    profile: CompiledProfile
-    layout: int
-    filter_values: Any
-    budgets: tuple[DisruptionBudget, ...]
-    allowed: tuple[int, ...]
-    entries: dict[int, _Entry] = field(default_factory=dict)
+
+class DryRunGroup:
+    """The outcomes a group of equivalent preemptors learnt, per snapshot row of one layout: those of
+    nodes without nominated pods that count as columns (row version, outcome code, outcome) told in
+    bulk, those of nodes with such pods per row (`_Entry`)."""
+
+    def __init__(
+        self,
+        profile: CompiledProfile,
+        layout: int,
+        rows: int,
+        filter_values: Any,
+        budgets: tuple[DisruptionBudget, ...],
+        allowed: tuple[int, ...],
+    ) -> None:
+        self.profile = profile
+        self.layout = layout
+        self.filter_values = filter_values
+        self.budgets = budgets
+        self.allowed = allowed
+        self.versions: npt.NDArray[np.int64] = np.full(rows, NONE, dtype=np.int64)
+        self.codes: Int8Array = np.full(rows, UNDECIDED, dtype=np.int8)
+        self.outcomes: ObjectArray = np.full(rows, None, dtype=object)
+        self.entries: dict[int, _Entry] = {}
 
     def valid_for(
         self,
@@ -92,6 +132,24 @@ class DryRunGroup:
             and same_values(filter_values, self.filter_values)
         )
 
+    def keep(
+        self, row: int, version: int, others: Sequence[PodInfoLike], first_values: Any, outcome: NodeOutcome
+    ) -> None:
+        """Remember `outcome`, decided on row version `version` with `others` nominated there."""
+        if others:
+            self.entries[row] = _Entry(version, tuple(others), _any_affinity(others), first_values, outcome)
+            self.versions[row] = NONE
+            return
+        self.entries.pop(row, None)
+        self.versions[row] = version
+        self.codes[row] = NO_CANDIDATE if outcome.candidate is None else CANDIDATE
+        self.outcomes[row] = outcome
+
+    def drop(self, row: int) -> None:
+        """Forget the row's outcome."""
+        self.entries.pop(row, None)
+        self.versions[row] = NONE
+
 
 class DryRunCache:
     """Dry-run outcomes per group of equivalent preemptors; the least recently used groups beyond
@@ -100,7 +158,7 @@ class DryRunCache:
     def __init__(self, capacity: int = MAX_GROUPS) -> None:
         self.capacity = capacity
         self._groups: OrderedDict[Hashable, DryRunGroup] = OrderedDict()
-        self.hits = 0  # nodes whose outcome was known before the preemptor
+        self.hits = 0  # rows whose outcome was known before the preemptor's dry run
         self.computed = 0  # nodes dry-run for a group
 
     def group(
@@ -111,7 +169,7 @@ class DryRunCache:
         layout = dry_run.snapshot.layout
         g = self._groups.get(key)
         if g is None or not g.valid_for(dry_run.profile, layout, filter_values, budgets, allowed):
-            g = DryRunGroup(dry_run.profile, layout, filter_values, budgets, allowed)
+            g = DryRunGroup(dry_run.profile, layout, len(dry_run.snapshot), filter_values, budgets, allowed)
             self._groups[key] = g
             while len(self._groups) > self.capacity:
                 self._groups.popitem(last=False)
@@ -151,55 +209,104 @@ class SharedCycle:
     reads_pods: Callable[[], bool]  # whether its pod-only state counted pods (asked after prepare)
     first_evaluator: NominatedEvaluator  # first filter passes with nominated pods, same cluster functions
     cache: DryRunCache
+    nominated_nodes: NominatedNodes  # the nodes some pod is nominated to
 
-    def judge(self, dry_run: DryRun) -> Callable[[NodeInfoLike], NodeOutcome]:
-        """The per-node judge of `dry_run`: the exact path unless the what-ifs count no pods."""
+    def judge(self, dry_run: DryRun) -> RowJudge:
+        """The row judge of `dry_run`: the exact path unless the what-ifs count no pods."""
         evaluator = self.evaluator
         filter_values = evaluator.prepare("filter")
         evaluator.track_cluster()
         if self.reads_pods():
-            return dry_run.exact
-        cache = self.cache
+            return ExactJudge(dry_run)
         key = group_key(dry_run.profile, dry_run.pod, evaluator)
-        group = None if key is None else cache.group(key, dry_run, filter_values, tuple(dry_run.allowed))
-        snapshot, pod = dry_run.snapshot, dry_run.pod
+        group = None
+        if key is not None:
+            group = self.cache.group(key, dry_run, filter_values, tuple(dry_run.allowed))
+        return _SharedJudge(self, dry_run, group)
 
-        def fresh(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> tuple[NodeOutcome, bool]:
-            if _any_affinity(others):  # they change the first pass's pod-only state: its own evaluator
-                calls: list[bool] = []
-                outcome = dry_run.select_victims(node, lambda state: dry_run.exact_failure(state, calls))
-                return outcome, not calls
 
-            def shared_failure(state: NodeInfoLike) -> FilterFailure | None:
-                evaluator.reset_cluster_called()
-                failure = filter_with_others(evaluator, state, others, evaluator)
-                if evaluator.cluster_called:
-                    raise _ClusterCalled
-                return failure
+class _SharedJudge:
+    """`RowJudge` over the cycle's evaluator: outcomes kept by the group told in bulk for rows without
+    nominated pods, checked one by one where pods are nominated, dry-run otherwise."""
 
-            try:
-                return dry_run.select_victims(node, shared_failure), True
-            except _ClusterCalled:
-                return dry_run.exact(node), False
+    def __init__(self, cycle: SharedCycle, dry_run: DryRun, group: DryRunGroup | None) -> None:
+        self.cycle = cycle
+        self.dry_run = dry_run
+        self.group = group
+        snapshot = dry_run.snapshot
+        self.nodes = snapshot.nodes()
+        self.versions = snapshot.versions
+        self.nominated = np.zeros(len(snapshot), dtype=bool)  # rows some pod is nominated to
+        self.nominated[[row for row in map(snapshot.row, cycle.nominated_nodes()) if row is not None]] = True
 
-        def judge(node: NodeInfoLike) -> NodeOutcome:
-            others = nominated_others(pod, dry_run.nominated(node.name))
-            row = snapshot.row(node.name)
-            if group is None or row is None:
-                return fresh(node, others)[0]
-            version = int(snapshot.versions[row])
-            affine = _any_affinity(others)
-            first_values = self.first_evaluator(node, others).prepare("filter") if affine else None
-            hit = group.entries.get(row)
-            if hit is not None and hit.holds(version, others, first_values):
+    def known(self, rows: IntpArray) -> tuple[Int8Array, ObjectArray]:
+        """The group's outcomes of unchanged rows that no pod is nominated to."""
+        group = self.group
+        if group is None:
+            return np.full(len(rows), UNDECIDED, dtype=np.int8), np.full(len(rows), None, dtype=object)
+        holds = (group.versions[rows] == self.versions[rows]) & ~self.nominated[rows]
+        self.cycle.cache.hits += int(np.count_nonzero(holds))
+        codes, outcomes = group.codes[rows], group.outcomes[rows]  # copies
+        codes[~holds] = UNDECIDED
+        outcomes[~holds] = None
+        return codes, outcomes
+
+    def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
+        """The group's outcome of each row when it holds, else a dry run of the node (kept for the
+        group unless it called the cluster functions)."""
+        dry_run, group, cache = self.dry_run, self.group, self.cycle.cache
+        pod, nominated, nodes = dry_run.pod, dry_run.nominated, self.nodes
+        if group is None:
+            return [
+                self._fresh(nodes[row], nominated_others(pod, nominated(nodes[row].name)))[0] for row in rows
+            ]
+        decided: list[NodeOutcome] = []
+        for row, version in zip(rows, self.versions[rows].tolist(), strict=True):
+            node = nodes[row]
+            others = nominated_others(pod, nominated(node.name))
+            first_values = None
+            if others:
+                hit = group.entries.get(row)
+                known = hit is not None and hit.decided_with(version, others)
+                if hit is not None and known and not hit.affine:
+                    cache.hits += 1
+                    decided.append(hit.outcome)
+                    continue
+                if _any_affinity(others):  # the first pass's pod-only values may differ between pods
+                    first_values = self.cycle.first_evaluator(node, others).prepare("filter")
+                    if hit is not None and known and same_values(first_values, hit.first_values):
+                        cache.hits += 1
+                        decided.append(hit.outcome)
+                        continue
+            elif group.versions[row] == version:
                 cache.hits += 1
-                return hit.outcome
-            outcome, keep = fresh(node, others)
+                decided.append(group.outcomes[row])
+                continue
+            outcome, keep = self._fresh(node, others)
             cache.computed += 1
             if keep:
-                group.entries[row] = _Entry(version, tuple(others), first_values, outcome)
+                group.keep(row, version, others, first_values, outcome)
             else:
-                group.entries.pop(row, None)
-            return outcome
+                group.drop(row)
+            decided.append(outcome)
+        return decided
 
-        return judge
+    def _fresh(self, node: NodeInfoLike, others: Sequence[PodInfoLike]) -> tuple[NodeOutcome, bool]:
+        """The outcome on `node` by the cycle's evaluator, and whether the group may keep it."""
+        dry_run, evaluator = self.dry_run, self.cycle.evaluator
+        if _any_affinity(others):  # they change the first pass's pod-only state: its own evaluator
+            calls: list[bool] = []
+            outcome = dry_run.select_victims(node, lambda state: dry_run.exact_failure(state, calls))
+            return outcome, not calls
+
+        def shared_failure(state: NodeInfoLike) -> FilterFailure | None:
+            evaluator.reset_cluster_called()
+            failure = filter_with_others(evaluator, state, others, evaluator)
+            if evaluator.cluster_called:
+                raise _ClusterCalled
+            return failure
+
+        try:
+            return dry_run.select_victims(node, shared_failure), True
+        except _ClusterCalled:
+            return dry_run.exact(node), False

@@ -226,6 +226,7 @@ class SchedulingCycle(EventHandlers):
                     lambda: cluster.reads_pods(pod.cel),
                     nominated_evaluator(profile, pod, cluster),
                     cache,
+                    self.queue.nominated_nodes,
                 )
             )
             outcome = find_preemption(
@@ -236,7 +237,7 @@ class SchedulingCycle(EventHandlers):
                 lambda snap: self._evaluator(profile, pod, snap),
                 self.queue.nominated_pods,
                 self.budgets.all(),
-                self.cache.all_pods(),
+                self.cache.all_pods,
                 rng=self._rng,
                 nominated_for=lambda snap: nominated_evaluator(profile, pod, self._cluster_functions(snap)),
                 judges=judges,

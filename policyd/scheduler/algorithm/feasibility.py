@@ -9,8 +9,10 @@ added to the PreFilter state (an evaluator over `ClusterFunctions.with_nominated
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from policyd.framework import ClusterFunctions, CompiledProfile, FilterFailure, FilterResult, PodEvaluator
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -18,9 +20,21 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
 NominatedLookup = Callable[[str], Sequence[PodInfoLike]]
 NominatedNodes = Callable[[], Iterable[str]]
-# the evaluator of a node's first filter pass: the pod's, over the cluster functions with the
-# nominated pods added on that node
-NominatedEvaluator = Callable[[NodeInfoLike, Sequence[PodInfoLike]], PodEvaluator]
+
+
+class NominatedEvaluator(Protocol):
+    """The evaluators of a pod's first filter passes: the pod's, over the cluster functions with the
+    nominated pods added on the node."""
+
+    def __call__(self, node: NodeInfoLike, others: Sequence[PodInfoLike], /) -> PodEvaluator:
+        """The evaluator of `node`'s first filter pass with `others` counted."""
+        ...
+
+    def adds_nothing(self, others: Sequence[PodInfoLike]) -> bool:
+        """True when counting `others` leaves the pod's pod-only filter values as they are (the pod's
+        own evaluator then decides the first pass, unless a node evaluation calls the cluster
+        functions, which may count them)."""
+        ...
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int = 0) -> int:
@@ -38,15 +52,40 @@ def nominated_others(pod: PodInfoLike, nominated: Sequence[PodInfoLike]) -> list
     return [p for p in nominated if p.priority >= pod.priority and p.key != pod.key]
 
 
+class _NominatedEvaluators:
+    """`NominatedEvaluator` over a cycle's cluster functions."""
+
+    def __init__(self, profile: CompiledProfile, pod: PodInfoLike, cluster: ClusterFunctions) -> None:
+        self.profile = profile
+        self.pod = pod
+        self.cluster = cluster
+        self._reads_pods: bool | None = None
+
+    def __call__(self, node: NodeInfoLike, others: Sequence[PodInfoLike], /) -> PodEvaluator:
+        """The evaluator of `node`'s first filter pass with `others` counted."""
+        return self.profile.evaluator(
+            self.pod.cel, self.cluster.with_nominated(node.cel, [p.cel for p in others])
+        )
+
+    def adds_nothing(self, others: Sequence[PodInfoLike]) -> bool:
+        """True when the pod's pod-only state counted no pods (`ClusterFunctions.reads_pods`, asked on
+        the first call, after the pod's filter lets were prepared) and none of `others` has inter-pod
+        (anti-)affinity terms: `with_nominated` then adds them to nothing the pod's lets read."""
+        if self._reads_pods is None:
+            self._reads_pods = self.cluster.reads_pods(self.pod.cel)
+        if self._reads_pods:
+            return False
+        for p in others:
+            if has_pod_affinity(p.cel):
+                return False
+        return True
+
+
 def nominated_evaluator(
     profile: CompiledProfile, pod: PodInfoLike, cluster: ClusterFunctions
 ) -> NominatedEvaluator:
     """The evaluators of `pod`'s first filter passes over `cluster` (kube-scheduler addGENominatedPods)."""
-
-    def make(node: NodeInfoLike, others: Sequence[PodInfoLike]) -> PodEvaluator:
-        return profile.evaluator(pod.cel, cluster.with_nominated(node.cel, [p.cel for p in others]))
-
-    return make
+    return _NominatedEvaluators(profile, pod, cluster)
 
 
 def filter_with_nominated(
@@ -54,7 +93,7 @@ def filter_with_nominated(
     pod: PodInfoLike,
     node: NodeInfoLike,
     nominated: NominatedLookup,
-    with_nominated: NominatedEvaluator | None = None,
+    with_nominated: Callable[[NodeInfoLike, Sequence[PodInfoLike]], PodEvaluator] | None = None,
 ) -> FilterFailure | None:
     """Filter `node`, first with the pods of >= priority nominated to it, then as it is.
 

@@ -348,9 +348,21 @@ class Algorithm:
         p: _Placing, g: NodeResults, row: int, others: list[PodInfoLike]
     ) -> FilterFailure | None:
         """The verdict on a node with the nominated pods `others` counted, reused while the node, the
-        nominated pods and the pod-only values of the first pass are the same."""
+        nominated pods and the pod-only values of the first pass are the same. When `others` change
+        no pod-only value (`adds_nothing`) the pod's own evaluator decides the first pass too (values
+        None: the group's), unless a node evaluation calls the cluster functions."""
         evaluator, snapshot = p.evaluator, p.snapshot
         node = snapshot.nodes()[row]
+        if p.with_nominated.adds_nothing(others):
+            version = int(snapshot.versions[row])
+            hit = g.nominated.get(row)
+            if hit is not None and hit.holds(version, others, None):
+                return hit.verdict
+            evaluator.reset_cluster_called()
+            failure = filter_with_others(evaluator, node, others, evaluator)
+            if not evaluator.cluster_called:
+                g.nominated[row] = NominatedVerdict.of(version, others, None, failure)
+                return failure
         first = p.with_nominated(node, others)
         values = first.prepare("filter")
         first.track_cluster()

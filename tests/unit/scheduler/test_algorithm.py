@@ -36,6 +36,9 @@ class _NoCluster:
     def with_nominated(self, node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> _NoCluster:
         return self
 
+    def reads_pods(self, pod: Mapping[str, Any]) -> bool:
+        return False
+
 
 def _snapshot(cpus: Sequence[int], pods: Sequence[FakePod] = ()) -> Snapshot:
     cache = Cache(FakeNode, FakeClock())

@@ -5,10 +5,22 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from policyd.framework import FilterFailure
 from policyd.scheduler.attempts import NO_VICTIMS
 from policyd.scheduler.pdb import budget_from_object, disruptions_allowed, split_by_violation
-from policyd.scheduler.preemption import Candidate, find_preemption, num_candidates, pick_candidate
+from policyd.scheduler.preemption import (
+    CANDIDATE,
+    NO_CANDIDATE,
+    Candidate,
+    DryRun,
+    ExactJudge,
+    find_preemption,
+    num_candidates,
+    pick_candidate,
+)
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler.fakes import FIT, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
 
@@ -40,7 +52,7 @@ def preempt(
         lambda s: FakeEvaluator(PROFILE, pod.cel),
         lambda n: [],
         budgets or [],
-        all_pods,
+        lambda: all_pods,
         rng=rng,
     )
 
@@ -116,7 +128,7 @@ def test_pdb_split_uses_status_when_present() -> None:
             "status": {"disruptionsAllowed": 1},
         }
     )
-    violating, fine = split_by_violation(pods, [pdb], disruptions_allowed([pdb], pods))
+    violating, fine = split_by_violation(pods, [pdb], disruptions_allowed([pdb], lambda: pods))
     assert [p.name for p in fine] == ["w0"] and [p.name for p in violating] == ["w1", "w2"]
     computed = budget_from_object(
         {
@@ -177,7 +189,7 @@ def test_the_dry_run_counts_nominated_pods_through_the_nominated_evaluators() ->
             lambda s: FakeEvaluator(PROFILE, preemptor.cel),
             lambda name: [nominated] if name == "a" else [],
             [],
-            all_pods,
+            lambda: all_pods,
             nominated_for=with_nominated,
         )
 
@@ -187,3 +199,74 @@ def test_the_dry_run_counts_nominated_pods_through_the_nominated_evaluators() ->
     assert counted.candidate is not None and counted.candidate.node == "b"
     assert counted.statuses["a"] == ("node(s) didn't match zone",)
     assert built and all(isinstance(s, Snapshot) for s in built)
+
+
+class _Knowing:
+    """`NodeJudges` telling the exact outcome of some rows beforehand (drawn at random) and deciding
+    the others by `DryRun.exact`, noting which."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.decided: list[int] = []
+
+    def judge(self, dry_run: DryRun) -> Any:
+        exact = ExactJudge(dry_run)
+        knowing = self
+
+        class Judge:
+            def known(self, rows: Any) -> Any:
+                codes, outcomes = exact.known(rows)
+                for i, row in enumerate(rows.tolist()):
+                    if knowing.rng.random() < 0.5:
+                        outcomes[i] = exact.decide([row])[0]
+                        codes[i] = NO_CANDIDATE if outcomes[i].candidate is None else CANDIDATE
+                return codes, outcomes
+
+            def decide(self, rows: list[int]) -> Any:
+                knowing.decided.extend(rows)
+                return exact.decide(rows)
+
+        return Judge()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9)), min_size=1, max_size=260),
+    st.integers(0, 1000),
+)
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+def test_outcomes_known_beforehand_stop_the_dry_run_where_the_walk_stops(
+    shapes: list[tuple[int, int]], seed: int
+) -> None:
+    """Some rows' outcomes told in bulk: the same candidates, statuses and message as deciding every
+    row in turn, and only rows the one-by-one walk reaches are decided."""
+    nodes = {
+        f"n{i:03d}": (1000, [FakePod(f"v{i}-{k}", cpu=cpu * 100, priority=k) for k in range(count)])
+        for i, (count, cpu) in enumerate(shapes)
+    }
+    snap = snapshot_of(nodes)
+    pod = FakePod("p", cpu=600, priority=2)
+    walk = preempt(pod, snap, rng=random.Random(seed))
+    knowing = _Knowing(seed)
+    failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
+    all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
+    got = find_preemption(
+        PROFILE,
+        pod,
+        snap,
+        failures,
+        lambda s: FakeEvaluator(PROFILE, pod.cel),
+        lambda n: [],
+        [],
+        lambda: all_pods,
+        rng=random.Random(seed),
+        judges=knowing,
+    )
+    assert (got.candidate, got.message, got.statuses, got.candidates) == (
+        walk.candidate,
+        walk.message,
+        walk.statuses,
+        walk.candidates,
+    )
+    reached = set(walk.statuses) | {c.node for c in walk.candidates}
+    names = snap.names()
+    assert {names[row] for row in knowing.decided} <= reached
