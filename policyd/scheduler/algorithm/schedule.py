@@ -399,16 +399,19 @@ class Algorithm:
             later = unknown[:0]
         known = g.verdicts[rows]
         need = known == RULE_UNKNOWN
-        merged, fresh = known.copy(), np.zeros(need.shape, dtype=bool)
+        merged, fresh = known, None
         left = np.zeros(len(rows), dtype=bool)  # to be evaluated per node
-        if need.any():
+        union = need.any(axis=0)
+        if union.any():
             # rows needing the same rules are asked together (a bind's row needs every rule, the
             # others only the rules whose pod-only values moved); a few rows go to the functions
-            patterns, group_of = _need_patterns(need)
-            for k, wanted in enumerate(patterns):
-                if not wanted.any():
-                    continue
-                members = np.flatnonzero(group_of == k)
+            merged, fresh = known.copy(), np.zeros(need.shape, dtype=bool)
+            if (need == union).all():
+                groups: list[tuple[IntpArray, npt.NDArray[np.bool_]]] = [(np.arange(len(rows)), union)]
+            else:
+                patterns, group_of = _need_patterns(need)
+                groups = [(np.flatnonzero(group_of == k), w) for k, w in enumerate(patterns) if w.any()]
+            for members, wanted in groups:
                 if members.size < BULK_MIN:
                     left[members] = True
                     continue
@@ -418,13 +421,17 @@ class Algorithm:
                     continue
                 verdicts, reusable = result
                 self.bulk_rows += members.size
+                cols = np.flatnonzero(wanted)
                 if self.groups is not None:
-                    self.groups.judged += members.size * int(wanted.sum())
-                mine = known[members]
-                merged[members] = np.where(wanted, verdicts, mine)
-                fresh[members] = wanted & ~reusable  # verdicts for this pod only
-                kept = wanted & reusable & (verdicts != RULE_UNKNOWN)
-                g.verdicts[rows[members]] = np.where(kept, verdicts, mine)
+                    self.groups.judged += members.size * len(cols)
+                # every member lacked every wanted rule: the cache gets the reusable ones (an unsure
+                # verdict stays unknown)
+                block = verdicts[:, cols]
+                merged[np.ix_(members, cols)] = block
+                keep = reusable[cols]
+                g.verdicts[np.ix_(rows[members], cols[keep])] = block[:, keep]
+                if not keep.all():
+                    fresh[np.ix_(members, cols[~keep])] = True  # verdicts for this pod only
         rules = merged.shape[1]
         if rules == 0:
             first = np.zeros(len(rows), dtype=np.intp)
@@ -441,7 +448,7 @@ class Algorithm:
         # a row's outcome is reusable when no verdict it rests on (rules up to its first failure) is
         # this pod's own
         cacheable: npt.NDArray[np.bool_] = np.ones(len(rows), dtype=bool)
-        if fresh.any():
+        if fresh is not None and fresh.any():
             cacheable = ~np.any(fresh & (np.arange(rules)[None, :] <= first[:, None]), axis=1)
         unsure = ~passed & ~failed
         return _BulkVerdicts(

@@ -12,6 +12,20 @@ from tests.unit.scheduler.test_group_path import both
 ZONE = "topology.kubernetes.io/zone"
 
 
+def _web_pods(when: str) -> Case:
+    """40 identical pods spreading over the zones of 120 nodes (`when`: the constraint's kind)."""
+    nodes = [
+        make_node(f"n{i}", cpu=str(4 + i % 3 * 2), memory=f"{8 + i % 4 * 4}Gi", labels={ZONE: f"z{i % 4}"})
+        for i in range(120)
+    ]
+    spread = [spread_constraint({"app": "web"}, ZONE, 1, when)]
+    pods = [
+        make_pod(f"web-{i}", cpu="250m", memory="256Mi", labels={"app": "web"}, spread=spread)
+        for i in range(40)
+    ]
+    return Case(nodes=nodes, pending=pods, extra=())
+
+
 def test_a_rule_whose_values_changed_forgets_only_its_own_raw_scores() -> None:
     g = NodeResults(profile=None, n=5, layout=0, rules=3)  # type: ignore[arg-type]
     g.use_score_values(((1,), (), ("a",)))
@@ -47,38 +61,21 @@ def test_a_filter_rule_whose_values_changed_forgets_only_its_verdicts() -> None:
 def test_pods_whose_spread_counts_moved_judge_only_the_spread_rule_again() -> None:
     """Identical pods with a hard spread constraint: after each bind the spread counts (read by
     PodTopologySpread only) change; the other filter rules' verdicts are kept on unchanged rows."""
-    nodes = [
-        make_node(f"n{i}", cpu=str(4 + i % 3 * 2), memory=f"{8 + i % 4 * 4}Gi", labels={ZONE: f"z{i % 4}"})
-        for i in range(120)
-    ]
-    spread = [spread_constraint({"app": "web"}, ZONE, 1, "DoNotSchedule")]
-    pods = [
-        make_pod(f"web-{i}", cpu="250m", memory="256Mi", labels={"app": "web"}, spread=spread)
-        for i in range(40)
-    ]
-    case = Case(nodes=nodes, pending=pods, extra=())
+    case = _web_pods("DoNotSchedule")
     grouped, _ = both(case)  # every verdict, failure and score equals the per-node one
     assert all(grouped.placements.values())
     groups = grouped.scheduler.algorithm.groups
     assert groups is not None
     rules = len(next(iter(policies().profiles.values())).filters)
     # every rule on every row once, then about one rule per window row per pod
-    assert 0 < groups.judged < rules * 120 + 2 * 120 * len(pods)
+    assert 0 < groups.judged < rules * 120 + 2 * 120 * len(case.pending)
 
 
 def test_pods_whose_spread_range_moved_keep_the_other_rules_raw_scores() -> None:
     """Identical pods with a soft spread constraint: after each bind `spreadRange` (read by
     PodTopologySpreadScore only) changes, the resource, taint and affinity scores are kept."""
-    nodes = [
-        make_node(f"n{i}", cpu=str(4 + i % 3 * 2), memory=f"{8 + i % 4 * 4}Gi", labels={ZONE: f"z{i % 4}"})
-        for i in range(120)
-    ]
-    spread = [spread_constraint({"app": "web"}, ZONE, 1, "ScheduleAnyway")]
-    pods = [
-        make_pod(f"web-{i}", cpu="250m", memory="256Mi", labels={"app": "web"}, spread=spread)
-        for i in range(40)
-    ]
-    case = Case(nodes=nodes, pending=pods, extra=())
+    case = _web_pods("ScheduleAnyway")
+    pods = case.pending
     grouped, _ = both(case)  # every raw, normalised and weighted score equals the per-node one
     assert all(grouped.placements.values())
     groups = grouped.scheduler.algorithm.groups
