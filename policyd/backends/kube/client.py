@@ -43,6 +43,11 @@ DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
 DEFAULT_TIMEOUT = 30.0
 POOL_SIZE = 64  # idle keep-alive connections kept per client
+# how long a credential read through the configuration's refresh hook is reused; the Python client's
+# kubeconfig hook re-applies the whole kubeconfig to the configuration on every call (a quarter of
+# the GIL time of a request), and it reloads a credential only once expired; a request answered 401
+# with a reused credential reads it afresh and is sent once more
+CREDENTIAL_REUSE_SECONDS = 5.0
 
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -210,6 +215,9 @@ class KubeClient:
         self.configuration = configuration
         self.user_agent = user_agent
         self._pool = ConnectionPool(endpoint_of(configuration), maxsize=POOL_SIZE)
+        self._credential = ""
+        self._credential_read = -CREDENTIAL_REUSE_SECONDS  # monotonic time it was read
+        self._credential_lock = threading.Lock()
         self.limiter = RateLimiter(qps, burst)
         self.qps = float(qps)
         self.burst = int(burst)
@@ -248,6 +256,17 @@ class KubeClient:
         """How many connections this client has made so far."""
         return self._pool.opened
 
+    def _authorization(self, fresh: bool = False) -> tuple[str, bool]:
+        """(Authorization header value or "", whether it was read now rather than reused)."""
+        with self._credential_lock:
+            now = time.monotonic()
+            if not fresh and now - self._credential_read < CREDENTIAL_REUSE_SECONDS:
+                return self._credential, False
+            # the refresh hook renews expiring credentials (exec plugins, OIDC) before they are read
+            value = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+            self._credential, self._credential_read = value or "", now
+            return self._credential, True
+
     def _head(
         self,
         method: str,
@@ -255,6 +274,7 @@ class KubeClient:
         query: Mapping[str, Any] | None,
         content_type: str | None,
         body_length: int | None,
+        authorization: str,
     ) -> tuple[str, bytes]:
         """(request target, encoded request line and headers)."""
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
@@ -264,8 +284,6 @@ class KubeClient:
             "User-Agent": self.user_agent,
             "Accept": "application/json",
         }
-        # the refresh hook renews expiring credentials (exec plugins, OIDC) before they are read
-        authorization = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
         if authorization:
             headers["Authorization"] = authorization
         if body_length is not None:
@@ -284,15 +302,19 @@ class KubeClient:
     ) -> JSON:
         """Send one request; returns the decoded JSON response (raises `ApiError` on non-2xx)."""
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
-        target, head = self._head(
-            method, path, query, content_type, None if payload is None else len(payload)
-        )
+        length = None if payload is None else len(payload)
         verb = _VERBS.get(method, method.lower())
-        self.limiter.acquire()
-        try:
-            resp = self._pool.request(method, target, head, payload, timeout)
-        except (OSError, ValueError) as err:
-            raise ApiError(0, verb, path, str(err) or repr(err), "Unreachable") from err
+        authorization, fresh = self._authorization()
+        while True:
+            self.limiter.acquire()  # every request sent takes a token, a resent one too
+            target, head = self._head(method, path, query, content_type, length, authorization)
+            try:
+                resp = self._pool.request(method, target, head, payload, timeout)
+            except (OSError, ValueError) as err:
+                raise ApiError(0, verb, path, str(err) or repr(err), "Unreachable") from err
+            if resp.status != 401 or fresh:
+                break
+            authorization, fresh = self._authorization(fresh=True)
         if self.on_response is not None:
             self.on_response(verb, path, resp.status)
         if not 200 <= resp.status <= 299:
@@ -310,7 +332,7 @@ class KubeClient:
         timeout: tuple[float, float] = (10.0, 330.0),
     ) -> WatchStream:
         """Open a streaming GET (a watch) on a connection of its own; iterate the result for decoded JSON lines."""
-        target, head = self._head("GET", path, query, None, None)
+        target, head = self._head("GET", path, query, None, None, self._authorization(fresh=True)[0])
         self.limiter.acquire()
         try:
             resp = self._pool.open_stream("GET", target, head, timeout[0], timeout[1])

@@ -255,3 +255,28 @@ def test_proxy_settings() -> None:
     assert endpoint_of(cfg).proxy is not None
     cfg.no_proxy = "internal.example"
     assert endpoint_of(cfg).proxy is None
+
+
+def test_credential_is_reused_and_read_afresh_after_401(serve: Callable[[list[Handler]], Server]) -> None:
+    unauthorized = json_reply(401, b'{"kind":"Status","reason":"Unauthorized","message":"no"}')
+    server = serve([json_reply(200, b"{}"), json_reply(200, b"{}"), unauthorized, json_reply(200, b"{}")])
+    kube = client_for(server)
+    tokens = iter(["t1", "t2"])
+    reads: list[str] = []
+
+    def refresh(cfg: k8s_client.Configuration) -> None:
+        reads.append(next(tokens))
+        cfg.api_key = {"authorization": reads[-1]}
+
+    kube.configuration.refresh_api_key_hook = refresh
+    kube.request("GET", "/a")
+    kube.request("GET", "/b")
+    assert reads == ["t1"]  # read once, reused by the second request
+    assert kube.request("GET", "/c") == {}  # 401 with the reused credential: read afresh, sent again
+    assert reads == ["t1", "t2"]
+    assert [r.split(b"Authorization: Bearer ")[1][:2] for r in server.requests] == [
+        b"t1",
+        b"t1",
+        b"t1",
+        b"t2",
+    ]
