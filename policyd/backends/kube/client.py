@@ -299,8 +299,10 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        decode: bool = True,
     ) -> JSON:
-        """Send one request; returns the decoded JSON response (raises `ApiError` on non-2xx)."""
+        """Send one request; returns the decoded JSON response, or {} without `decode` (raises
+        `ApiError` on non-2xx)."""
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         length = None if payload is None else len(payload)
         verb = _VERBS.get(method, method.lower())
@@ -319,7 +321,7 @@ class KubeClient:
             self.on_response(verb, path, resp.status)
         if not 200 <= resp.status <= 299:
             raise _error_from(resp.status, verb, path, resp.body)
-        if not resp.body:
+        if not decode or not resp.body:
             return {}
         decoded = json.loads(resp.body)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
