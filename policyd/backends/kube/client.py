@@ -251,11 +251,6 @@ class KubeClient:
         """The API server URL."""
         return str(self.configuration.host)
 
-    @property
-    def connections_opened(self) -> int:
-        """How many connections this client has made so far."""
-        return self._pool.opened
-
     def _authorization(self, fresh: bool = False) -> tuple[str, bool]:
         """(Authorization header value or "", whether it was read now rather than reused)."""
         with self._credential_lock:
@@ -275,8 +270,8 @@ class KubeClient:
         content_type: str | None,
         body_length: int | None,
         authorization: str,
-    ) -> tuple[str, bytes]:
-        """(request target, encoded request line and headers)."""
+    ) -> bytes:
+        """The encoded request line and headers."""
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
         target = self._pool.endpoint.prefix + path + (f"?{urlencode(params)}" if params else "")
         headers = {
@@ -288,7 +283,7 @@ class KubeClient:
             headers["Authorization"] = authorization
         if body_length is not None:
             headers["Content-Type"] = content_type or "application/json"
-        return target, request_head(method, target, headers, body_length)
+        return request_head(method, target, headers, body_length)
 
     def request(
         self,
@@ -309,9 +304,9 @@ class KubeClient:
         authorization, fresh = self._authorization()
         while True:
             self.limiter.acquire()  # every request sent takes a token, a resent one too
-            target, head = self._head(method, path, query, content_type, length, authorization)
+            head = self._head(method, path, query, content_type, length, authorization)
             try:
-                resp = self._pool.request(method, target, head, payload, timeout)
+                resp = self._pool.request(method, head, payload, timeout)
             except (OSError, ValueError) as err:
                 raise ApiError(0, verb, path, str(err) or repr(err), "Unreachable") from err
             if resp.status != 401 or fresh:
@@ -334,10 +329,10 @@ class KubeClient:
         timeout: tuple[float, float] = (10.0, 330.0),
     ) -> WatchStream:
         """Open a streaming GET (a watch) on a connection of its own; iterate the result for decoded JSON lines."""
-        target, head = self._head("GET", path, query, None, None, self._authorization(fresh=True)[0])
+        head = self._head("GET", path, query, None, None, self._authorization(fresh=True)[0])
         self.limiter.acquire()
         try:
-            resp = self._pool.open_stream("GET", target, head, timeout[0], timeout[1])
+            resp = self._pool.open_stream("GET", head, timeout[0], timeout[1])
         except (OSError, ValueError) as err:
             raise ApiError(0, "get", path, str(err) or repr(err), "Unreachable") from err
         if self.on_response is not None:

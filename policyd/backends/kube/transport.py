@@ -174,7 +174,10 @@ class Connection:
     def read_head(self) -> tuple[int, dict[str, str]]:
         """The status and headers of the response (1xx interim responses skipped)."""
         while True:
-            line = self._file.readline(MAX_LINE + 1)
+            try:
+                line = self._file.readline(MAX_LINE + 1)
+            except ConnectionResetError as err:
+                raise (_Stale if self.reused else TransportError)(f"connection reset: {err}") from err
             if not line:
                 raise (_Stale if self.reused else TransportError)("server closed the connection")
             version, _, rest = line.decode("latin-1").partition(" ")
@@ -295,15 +298,14 @@ class ConnectionPool:
         self.maxsize = maxsize
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
-        self.opened = 0  # connections made (a warm pool makes few)
 
-    def _get(self, timeout: float | None) -> Connection:
+    def _get(self, timeout: float | None, fresh: bool) -> Connection:
         while True:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
+            conn = None
+            if not fresh:
                 with self._lock:
-                    self.opened += 1
+                    conn = self._idle.pop() if self._idle else None
+            if conn is None:
                 return Connection(self.endpoint, timeout)
             if not conn.dropped():
                 conn.reused = True
@@ -318,12 +320,11 @@ class ConnectionPool:
                     return
         conn.close()
 
-    def request(
-        self, method: str, target: str, head: bytes, body: bytes | None, timeout: float | None
-    ) -> Response:
-        """Send one request (`head`: request line and headers, as bytes) and read its whole response."""
+    def request(self, method: str, head: bytes, body: bytes | None, timeout: float | None) -> Response:
+        """Send one request (`head`: request line and headers, as bytes) and read its whole response;
+        sent once more, on a new connection, when a reused one turns out closed by the server."""
         for attempt in (1, 2):
-            conn = self._get(timeout)
+            conn = self._get(timeout, fresh=attempt == 2)
             try:
                 conn.settimeout(timeout)
                 conn.send(head, body)
@@ -342,12 +343,10 @@ class ConnectionPool:
         raise AssertionError("unreachable")
 
     def open_stream(
-        self, method: str, target: str, head: bytes, connect_timeout: float | None, read_timeout: float | None
+        self, method: str, head: bytes, connect_timeout: float | None, read_timeout: float | None
     ) -> StreamedResponse:
         """Send one request and return once its response head is in; the body is read from the result."""
         conn = Connection(self.endpoint, connect_timeout)
-        with self._lock:
-            self.opened += 1
         try:
             conn.settimeout(read_timeout)
             conn.send(head, None)

@@ -117,7 +117,7 @@ def client_for(server: Server) -> KubeClient:
 
 def get(pool: ConnectionPool, path: str = "/x") -> tuple[int, bytes]:
     head = request_head("GET", path, {"Host": "h"}, None)
-    resp = pool.request("GET", path, head, None, 5.0)
+    resp = pool.request("GET", head, None, 5.0)
     return resp.status, resp.body
 
 
