@@ -240,6 +240,10 @@ class Runner:
         self.server = ServingEndpoints(
             self.metrics.registry, address=cfg.bind_address, port=cfg.port, configz=lambda: cfg.raw
         )
+        # registered before the server starts: /readyz fails until the policies are loaded and the
+        # caches synced, not only while the checks are missing
+        self.server.readyz.add("informer-sync", self._synced_check)
+        self.server.readyz.add("policy", self._policy_check)
         if cfg.secure is not None:
             self._serve_securely(cfg.secure)
         self.scheduler: Scheduler | None = None
@@ -250,6 +254,15 @@ class Runner:
         self.cm_uids: dict[str, str] = {}  # "namespace/name" -> uid of the policy ConfigMaps seen
 
     # ---- startup ----------------------------------------------------------------------------------
+
+    def _synced_check(self) -> str | None:
+        """Readiness of the caches: every informer delivered its initial list."""
+        backend = self.backend
+        return None if backend is not None and backend.has_synced() else "caches not synced"
+
+    def _policy_check(self) -> str | Passed:
+        """Readiness of the policy set (not ready before the first load)."""
+        return "policies not loaded" if self.reloader is None else _policy_check(self.reloader)
 
     def _serve_securely(self, secure: SecureServing) -> None:
         """HTTPS (a self-signed certificate without files) and delegated authentication/authorization."""
@@ -410,9 +423,6 @@ class Runner:
             bind_workers=cfg.bind_parallelism,
         )
         self.scheduler = Scheduler(policies, self.backend, options=options, metrics=self.metrics)
-        backend, reloader = self.backend, self.reloader
-        self.server.readyz.add("informer-sync", lambda: None if backend.has_synced() else "caches not synced")
-        self.server.readyz.add("policy", lambda: _policy_check(reloader))
         self.reloader.start()
         self.backend.start(self.scheduler)
 

@@ -210,18 +210,22 @@ class EventHandlers:
             self._inbox_lock.notify_all()
 
     def apply_events(self) -> int:
-        """Apply queued cluster events (scheduling thread only); returns how many."""
-        applied = 0
-        while True:
-            with self._inbox_lock:
-                if not self._inbox:
-                    return applied
-                fn, args = self._inbox.popleft()
+        """Apply the cluster events queued when called (scheduling thread only); returns how many.
+
+        Events posted meanwhile wait for the next call: during a burst of watch events (thousands of
+        new pods) the watch thread posts as fast as they are applied, and draining until the inbox
+        was empty kept the scheduling thread from its first cycle until the whole burst was in.
+        """
+        with self._inbox_lock:
+            if not self._inbox:
+                return 0
+            batch, self._inbox = self._inbox, collections.deque()
+        for fn, args in batch:
             try:
                 fn(*args)
             except PolicydError as exc:
                 log.warning("event rejected error=%s", exc)
-            applied += 1
+        return len(batch)
 
     # ------------------------------------------------------------------ applying events
 

@@ -40,7 +40,7 @@ def defaults() -> dict[str, Any]:
         ],
         "percentageOfNodesToScore": 0,
         "backoff": {"initialSeconds": 1, "maxSeconds": 10},
-        "bindParallelism": 16,
+        "bindParallelism": 64,
         "allowProfileRemoval": False,
         "clientConnection": {"kubeconfig": "", "master": "", "qps": 50, "burst": 100},
         "leaderElection": {

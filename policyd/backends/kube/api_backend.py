@@ -333,7 +333,7 @@ def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str)
     }
     path = object_path("v1", "pods", namespace, name) + "/binding"
     try:
-        client.request("POST", path, body=body)
+        client.request("POST", path, body=body, decode=False)  # a Status, not a Binding
     except ApiError as err:
         if err.status == 409 and "UID" in err.message:
             outcome = GONE  # the name now belongs to another pod

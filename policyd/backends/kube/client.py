@@ -3,7 +3,9 @@
 Everything policyd sends to the API server goes through `KubeClient.request` / `KubeClient.stream`:
 plain camelCase JSON dicts in and out (no generated model classes), one client-side token bucket
 (client-go's default 50 QPS, burst 100), and errors mapped onto `ApiError` / `PermissionDenied` whose
-messages name the verb and resource, so a missing RBAC rule is obvious.
+messages name the verb and resource, so a missing RBAC rule is obvious. The Python client is used for
+its configuration loading only (kubeconfig, in-cluster, credential refresh hooks); requests go over
+policyd's own keep-alive connections (`policyd.backends.kube.transport`).
 """
 
 from __future__ import annotations
@@ -13,18 +15,24 @@ import json
 import logging
 import os
 import re
+import ssl
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
-import urllib3
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from policyd.backends.kube.transport import (
+    ConnectionPool,
+    Endpoint,
+    StreamedResponse,
+    parse_proxy,
+    request_head,
+)
 from policyd.errors import PolicydError
 
 log = logging.getLogger(__name__)
@@ -34,6 +42,12 @@ JSON = dict[str, Any]
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
 DEFAULT_TIMEOUT = 30.0
+POOL_SIZE = 64  # idle keep-alive connections kept per client
+# how long a credential read through the configuration's refresh hook is reused; the Python client's
+# kubeconfig hook re-applies the whole kubeconfig to the configuration on every call (a quarter of
+# the GIL time of a request), and it reloads a credential only once expired; a request answered 401
+# with a reused credential reads it afresh and is sent once more
+CREDENTIAL_REUSE_SECONDS = 5.0
 
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
@@ -187,7 +201,7 @@ def _kubeconfig_problem(text: str) -> str:
 
 
 class KubeClient:
-    """Raw JSON access to the API server through one `ApiClient`, limited by a token bucket."""
+    """Raw JSON access to the API server over pooled keep-alive connections, limited by a token bucket."""
 
     def __init__(
         self,
@@ -196,11 +210,14 @@ class KubeClient:
         burst: int = DEFAULT_BURST,
         user_agent: str = "policyd",
     ) -> None:
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 4, 32)
         if not configuration.verify_ssl:
             _warn_insecure_once(str(configuration.host))
-        self.api_client = k8s_client.ApiClient(configuration)
-        self.api_client.user_agent = user_agent
+        self.configuration = configuration
+        self.user_agent = user_agent
+        self._pool = ConnectionPool(endpoint_of(configuration), maxsize=POOL_SIZE)
+        self._credential = ""
+        self._credential_read = -CREDENTIAL_REUSE_SECONDS  # monotonic time it was read
+        self._credential_lock = threading.Lock()
         self.limiter = RateLimiter(qps, burst)
         self.qps = float(qps)
         self.burst = int(burst)
@@ -226,48 +243,47 @@ class KubeClient:
         configured QPS/burst; policyd's event recorder uses a sibling the same way, so Events never
         take tokens from binds.
         """
-        configuration = copy.copy(self.api_client.configuration)
+        configuration = copy.copy(self.configuration)
         return KubeClient(configuration, qps=self.qps, burst=self.burst, user_agent=user_agent)
 
     @property
     def host(self) -> str:
         """The API server URL."""
-        return str(self.api_client.configuration.host)
+        return str(self.configuration.host)
 
-    def _send(
+    def _authorization(self, fresh: bool = False) -> tuple[str, bool]:
+        """(Authorization header value or "", whether it was read now rather than reused)."""
+        with self._credential_lock:
+            now = time.monotonic()
+            if not fresh and now - self._credential_read < CREDENTIAL_REUSE_SECONDS:
+                return self._credential, False
+            # the refresh hook renews expiring credentials (exec plugins, OIDC) before they are read
+            value = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+            self._credential, self._credential_read = value or "", now
+            return self._credential, True
+
+    def _head(
         self,
         method: str,
         path: str,
         query: Mapping[str, Any] | None,
-        body: Any,
         content_type: str | None,
-        timeout: float | tuple[float, float] | None,
-    ) -> Any:
-        self.limiter.acquire()
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type or "application/json"
+        body_length: int | None,
+        authorization: str,
+    ) -> bytes:
+        """The encoded request line and headers."""
         params = [(k, _query_value(v)) for k, v in (query or {}).items() if v is not None]
-        m, url, hdrs, ser_body, post = self.api_client.param_serialize(
-            method,
-            path,
-            query_params=params or None,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
-        verb = _VERBS.get(method, method.lower())
-        try:
-            resp = self.api_client.call_api(m, url, hdrs, ser_body, post, _request_timeout=timeout)
-        except (urllib3.exceptions.HTTPError, OSError, k8s_client.ApiException) as err:
-            raise ApiError(0, verb, path, str(err), "Unreachable") from err
-        if self.on_response is not None:
-            self.on_response(verb, path, resp.status)
-        if not 200 <= resp.status <= 299:
-            data = resp.read()
-            resp.response.release_conn()
-            raise _error_from(resp.status, verb, path, data)
-        return resp
+        target = self._pool.endpoint.prefix + path + (f"?{urlencode(params)}" if params else "")
+        headers = {
+            "Host": self._pool.endpoint.host_header,
+            "User-Agent": self.user_agent,
+            "Accept": "application/json",
+        }
+        if authorization:
+            headers["Authorization"] = authorization
+        if body_length is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        return request_head(method, target, headers, body_length)
 
     def request(
         self,
@@ -278,14 +294,31 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        decode: bool = True,
     ) -> JSON:
-        """Send one request; returns the decoded JSON response (raises `ApiError` on non-2xx)."""
-        resp = self._send(method, path, query, body, content_type, timeout)
-        data = resp.read()
-        resp.response.release_conn()
-        if not data:
+        """Send one request; returns the decoded JSON response, or {} without `decode` (raises
+        `ApiError` on non-2xx)."""
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        length = None if payload is None else len(payload)
+        verb = _VERBS.get(method, method.lower())
+        authorization, fresh = self._authorization()
+        while True:
+            self.limiter.acquire()  # every request sent takes a token, a resent one too
+            head = self._head(method, path, query, content_type, length, authorization)
+            try:
+                resp = self._pool.request(method, head, payload, timeout)
+            except (OSError, ValueError) as err:
+                raise ApiError(0, verb, path, str(err) or repr(err), "Unreachable") from err
+            if resp.status != 401 or fresh:
+                break
+            authorization, fresh = self._authorization(fresh=True)
+        if self.on_response is not None:
+            self.on_response(verb, path, resp.status)
+        if not 200 <= resp.status <= 299:
+            raise _error_from(resp.status, verb, path, resp.body)
+        if not decode or not resp.body:
             return {}
-        decoded = json.loads(data)
+        decoded = json.loads(resp.body)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def stream(
@@ -295,67 +328,101 @@ class KubeClient:
         query: Mapping[str, Any] | None = None,
         timeout: tuple[float, float] = (10.0, 330.0),
     ) -> WatchStream:
-        """Open a streaming GET (a watch); iterate the returned object for decoded JSON lines."""
-        resp = self._send("GET", path, query, None, None, timeout)
-        return WatchStream(resp.response)
+        """Open a streaming GET (a watch) on a connection of its own; iterate the result for decoded JSON lines."""
+        head = self._head("GET", path, query, None, None, self._authorization(fresh=True)[0])
+        self.limiter.acquire()
+        try:
+            resp = self._pool.open_stream("GET", head, timeout[0], timeout[1])
+        except (OSError, ValueError) as err:
+            raise ApiError(0, "get", path, str(err) or repr(err), "Unreachable") from err
+        if self.on_response is not None:
+            self.on_response("get", path, resp.status)
+        if not 200 <= resp.status <= 299:
+            try:
+                data = resp.read()
+            except (OSError, ValueError):
+                data = b""
+            raise _error_from(resp.status, "get", path, data)
+        return WatchStream(resp)
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self.api_client.close()
+        """Close the idle connections."""
+        self._pool.close()
 
 
 class WatchStream:
     """The newline-delimited JSON events of one open watch response; `close()` from any thread."""
 
-    def __init__(self, response: Any) -> None:
+    def __init__(self, response: StreamedResponse) -> None:
         self._response = response
-        self._closed = False
 
     def __iter__(self) -> Iterator[JSON]:
         buf = b""
-        try:
-            for chunk in self._response.stream(amt=None, decode_content=True):
-                if self._closed:
-                    return
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-            if buf.strip() and not self._closed:
-                yield json.loads(buf)
-        finally:
-            self.close()
+        for chunk in self._response.chunks():
+            buf = buf + chunk if buf else chunk
+            start = 0
+            while True:
+                end = buf.find(b"\n", start)
+                if end < 0:
+                    break
+                if end > start:
+                    yield json.loads(buf[start:end])
+                start = end + 1
+            buf = buf[start:]
+        if buf.strip():
+            yield json.loads(buf)
 
     def close(self) -> None:
         """Abort the stream (unblocks a reader on another thread)."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._response.shutdown()
-        except (AttributeError, OSError, RuntimeError):  # RuntimeError: already released
-            pass
-        try:
-            self._response.release_conn()
-        except (AttributeError, OSError):
-            pass
+        self._response.close()
+
+
+def endpoint_of(configuration: k8s_client.Configuration) -> Endpoint:
+    """Where a client configuration points, with its TLS settings and proxy."""
+    url = str(configuration.host)
+    hostname = urlsplit(url if "://" in url else f"https://{url}").hostname or ""
+    server_hostname = configuration.tls_server_name or (
+        configuration.assert_hostname if isinstance(configuration.assert_hostname, str) else hostname
+    )
+    proxy = None
+    if configuration.proxy and not bypasses_proxy(hostname, configuration.no_proxy or ""):
+        proxy = parse_proxy(str(configuration.proxy), configuration.proxy_headers)
+    return Endpoint.parse(url, ssl_context_of(configuration), server_hostname, proxy)
+
+
+def ssl_context_of(configuration: k8s_client.Configuration) -> ssl.SSLContext:
+    """The TLS context of a client configuration: CA (or the system store), client certificate, checks."""
+    if configuration.verify_ssl:
+        context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+        if configuration.assert_hostname is False:
+            context.check_hostname = False
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
+    return context
+
+
+def bypasses_proxy(hostname: str, no_proxy: str) -> bool:
+    """True when `hostname` matches an entry of a comma-separated no_proxy list (`*` matches all)."""
+    host = hostname.lower()
+    for entry in (e.strip().lower().lstrip(".") for e in no_proxy.split(",")):
+        if entry == "*" or (entry and (host == entry or host.endswith("." + entry))):
+            return True
+    return False
 
 
 _insecure_warned = threading.Event()
 
 
 def _warn_insecure_once(host: str) -> None:
-    """Log once that TLS verification is off, instead of urllib3's warning on every request.
-
-    urllib3 emits InsecureRequestWarning per request; through the warnings machinery that is a
-    formatted write to stderr for each bind and event (a measurable share of a busy scheduler's time).
-    """
+    """Log once that TLS verification is off."""
     if _insecure_warned.is_set():
         return
     _insecure_warned.set()
     log.warning("TLS verification is off (insecure-skip-tls-verify) server=%s", host)
-    warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
 
 
 def _query_value(value: Any) -> str:

@@ -193,6 +193,7 @@ class EventRecorder:
 
     def _write(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
         key = (ref.kind, ref.namespace, ref.name, ref.uid, event_type, reason, message)
+        now = _now()
         with self._lock:
             if not self._allow(ref):
                 self.dropped += 1
@@ -203,9 +204,8 @@ class EventRecorder:
                 self._seen.move_to_end(key)
                 count, name, first = seen.count, seen.name, seen.first
             else:
-                count, name, first = 1, f"{ref.name}.{time.time_ns():x}", _now()
+                count, name, first = 1, f"{ref.name}.{time.time_ns():x}", now
         path = object_path("v1", "events", ref.namespace)
-        now = _now()
         if count > 1:
             patch = {"count": count, "lastTimestamp": now}
             try:
@@ -214,6 +214,7 @@ class EventRecorder:
                     f"{path}/{name}",
                     body=patch,
                     content_type="application/strategic-merge-patch+json",
+                    decode=False,
                 )
                 with self._lock:
                     self.written += 1
@@ -240,7 +241,7 @@ class EventRecorder:
             "count": count,
         }
         try:
-            self.client.request("POST", path, body=body)
+            self.client.request("POST", path, body=body, decode=False)
         except ApiError as err:
             if not err.not_found:
                 log.warning(

@@ -119,3 +119,25 @@ def test_unusable_certificate_file_is_one_clear_line(
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert f"--tls-cert-file {tmp_path / 'missing.crt'}: cannot read" in err
+
+
+def test_not_ready_before_policies_and_caches(tmp_path: Path) -> None:
+    """/readyz fails from the moment the server could answer until start() wired everything."""
+    from policyd.commands.run import Runner
+    from policyd.service import config as configuration
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(CONTEXTLESS + "current-context: c\n")
+    cfg = configuration.from_dict(
+        {
+            "leaderElection": {"leaderElect": False},
+            "serving": {"port": 0, "insecure": True},
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+        }
+    )
+    runner = Runner(cfg)
+    try:
+        failed = dict((name, reason) for name, reason in runner.server.readyz.run() if reason)
+        assert failed == {"informer-sync": "caches not synced", "policy": "policies not loaded"}
+    finally:
+        runner.client.close()

@@ -16,7 +16,7 @@ def test_defaults_are_valid_and_typed() -> None:
     cfg = config.load(None)
     assert cfg.scheduler_names == ("policyd",)
     assert cfg.profiles[0].sources == (config.PolicySourceRef(path=str(shipped.default_policy())),)
-    assert (cfg.qps, cfg.burst, cfg.bind_parallelism) == (50.0, 100, 16)
+    assert (cfg.qps, cfg.burst, cfg.bind_parallelism) == (50.0, 100, 64)
     le = cfg.leader_election
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (15.0, 10.0, 2.0)
     assert (le.namespace, le.name, le.leader_elect) == ("kube-system", "policyd", True)
