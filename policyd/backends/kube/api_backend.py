@@ -52,6 +52,8 @@ BOUND = "bound"
 CONFLICT = "conflict"
 GONE = "gone"
 ERROR = "error"
+# victims deleted at the same time (each DELETE still takes a token of the client's QPS budget)
+VICTIM_DELETERS = 16
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,11 @@ class ApiBackend:
             timeout=volume_bind_timeout,
             stopping=self._stopping,
         )
-        # status patches and victim deletions, in order, off the scheduling loop
+        # status patches, in order, off the scheduling loop; victim deletions on their own workers, at
+        # once (behind hundreds of status patches a preemptor would be tried again before its victims
+        # were gone, fail, and back off longer)
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-writes")
+        self._deletes = ThreadPoolExecutor(max_workers=VICTIM_DELETERS, thread_name_prefix="api-deletes")
         self._pending_lock = threading.Lock()
         self._pending: set[Future[None]] = set()
         self._synced = threading.Event()
@@ -232,6 +237,7 @@ class ApiBackend:
         for inf in self.informers:
             inf.stop()
         self.flush(10.0)
+        self._deletes.shutdown(wait=True)
         self._writes.shutdown(wait=True)
         self.recorder.stop()
         if self._event_client is not None:
@@ -259,7 +265,7 @@ class ApiBackend:
     def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
         """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously."""
         ns, name = split_key(pod)
-        self._submit(lambda: self._delete(ns, name, pod.uid, grace_seconds))
+        self._submit(lambda: self._delete(ns, name, pod.uid, grace_seconds), self._deletes)
 
     def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
         """Set or clear status.nominatedNodeName, asynchronously."""
@@ -295,8 +301,8 @@ class ApiBackend:
                 pass
         return self.recorder.flush(timeout)
 
-    def _submit(self, work: Callable[[], None]) -> None:
-        fut = self._writes.submit(work)
+    def _submit(self, work: Callable[[], None], pool: ThreadPoolExecutor | None = None) -> None:
+        fut = (pool or self._writes).submit(work)
         with self._pending_lock:
             self._pending.add(fut)
         fut.add_done_callback(self._done)
