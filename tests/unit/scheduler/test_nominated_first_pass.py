@@ -7,21 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from unittest import mock
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyd.scheduler.algorithm import feasibility
 from policyd.scheduler.snapshot import PodInfoLike
 from tests.builders import make_node, make_pod, pod_affinity, pod_affinity_term
 from tests.unit.scheduler.group_path_cases import Case, Outcome, cases, run
+from tests.unit.scheduler.test_group_path import PROPERTY as GROUP_PATH_PROPERTY
 
-PROPERTY = settings(
-    max_examples=30,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+PROPERTY = settings(GROUP_PATH_PROPERTY, max_examples=30)
 
 
 def _never(self: object, others: Sequence[PodInfoLike]) -> bool:

@@ -40,7 +40,11 @@ def snapshot_of(nodes: dict[str, tuple[int, list[FakePod]]]) -> Snapshot:
 
 
 def preempt(
-    pod: FakePod, snap: Snapshot, budgets: list[Any] | None = None, rng: random.Random | None = None
+    pod: FakePod,
+    snap: Snapshot,
+    budgets: list[Any] | None = None,
+    rng: random.Random | None = None,
+    judges: Any = None,
 ) -> Any:
     failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
     all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
@@ -54,6 +58,7 @@ def preempt(
         budgets or [],
         lambda: all_pods,
         rng=rng,
+        judges=judges,
     )
 
 
@@ -247,20 +252,7 @@ def test_outcomes_known_beforehand_stop_the_dry_run_where_the_walk_stops(
     pod = FakePod("p", cpu=600, priority=2)
     walk = preempt(pod, snap, rng=random.Random(seed))
     knowing = _Knowing(seed)
-    failures = {n.name: FilterFailure(FIT, ("Insufficient cpu",)) for n in snap.nodes()}
-    all_pods = [p for n in snap.nodes() for p in n.pods.values()]  # type: ignore[attr-defined]
-    got = find_preemption(
-        PROFILE,
-        pod,
-        snap,
-        failures,
-        lambda s: FakeEvaluator(PROFILE, pod.cel),
-        lambda n: [],
-        [],
-        lambda: all_pods,
-        rng=random.Random(seed),
-        judges=knowing,
-    )
+    got = preempt(pod, snap, rng=random.Random(seed), judges=knowing)
     assert (got.candidate, got.message, got.statuses, got.candidates) == (
         walk.candidate,
         walk.message,
