@@ -97,10 +97,10 @@ class NominatedVerdict:
 class NodeResults:
     """What the pods of one group learnt about every node (rows of one snapshot layout).
 
-    Per row: the combined verdict (`status`: UNKNOWN, PASS, a failure code) and the first failing
-    rule; per (row, filter rule) the rule's own verdict (`verdicts`, framework.RULE_*), each kept
-    while the row's version and the pod-only values that rule reads stay the same; per (row, score
-    rule) the raw score likewise."""
+    Per row: the combined verdict (`status`: UNKNOWN, PASS, a failure code); per (row, filter rule)
+    the rule's own verdict (`verdicts`, framework.RULE_*; a row kept as failing has its rules up to
+    the failing one known), each kept while the row's version and the pod-only values that rule reads
+    stay the same; per (row, score rule) the raw score likewise."""
 
     def __init__(self, profile: CompiledProfile, n: int, layout: int, rules: int, filters: int = 0) -> None:
         self.profile = profile
@@ -108,8 +108,6 @@ class NodeResults:
         self.versions: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
         self.status: npt.NDArray[np.int32] = np.full(n, UNKNOWN, dtype=np.int32)
         self.failures: list[FilterFailure] = []
-        # per row, the index of the first failing filter rule (`filters` when none is known to fail)
-        self.first_fail: npt.NDArray[np.int32] = np.full(n, filters, dtype=np.int32)
         self.verdicts: npt.NDArray[np.int8] = np.zeros((n, filters), dtype=np.int8)
         self.raw: npt.NDArray[np.int64] = np.zeros((n, rules), dtype=np.int64)
         # (row, rule) -> the raw score is known for the rule's current pod-only values
@@ -128,11 +126,9 @@ class NodeResults:
         if not changed:
             return
         self.verdicts[:, changed] = RULE_UNKNOWN
-        first = min(changed)
         # a row failing at an earlier rule than every changed one keeps its failure
-        stale = self.first_fail >= first
+        stale = ~(self.verdicts[:, : min(changed)] == RULE_FAIL).any(axis=1)
         self.status[stale] = UNKNOWN
-        self.first_fail[stale] = self.verdicts.shape[1]
         self.nominated = {}
 
     def use_score_values(self, values: Sequence[Any]) -> None:
@@ -144,14 +140,12 @@ class NodeResults:
     def forget_rows(self, rows: npt.NDArray[np.intp]) -> None:
         """Forget everything known about `rows` (their node or its pods changed)."""
         self.status[rows] = UNKNOWN
-        self.first_fail[rows] = self.verdicts.shape[1]
         self.verdicts[rows] = RULE_UNKNOWN
         self.raw_ok[rows] = False
 
     def forget_filters(self) -> None:
         """Forget every verdict (raw scores are keyed by their own values: `use_score_values`)."""
         self.status.fill(UNKNOWN)
-        self.first_fail.fill(self.verdicts.shape[1])
         self.verdicts.fill(RULE_UNKNOWN)
         self.failures = []
         self.nominated = {}
@@ -170,7 +164,6 @@ class NodeResults:
         self.verdicts[row, :k] = RULE_PASS
         if k < rules:
             self.verdicts[row, k] = RULE_FAIL
-        self.first_fail[row] = k
 
     @functools.cached_property
     def rule_index(self) -> dict[RuleRef, int]:

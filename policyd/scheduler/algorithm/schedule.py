@@ -97,22 +97,13 @@ def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], 
 @dataclass(frozen=True)
 class _BulkVerdicts:
     """What the vectorised plans decided about window positions: those still to evaluate per node,
-    those that passed and those that failed (with the first failing rule), each with whether the
-    outcome may be kept for the group."""
+    those that passed and those that failed, each with whether the outcome may be kept for the group."""
 
     unknown: IntpArray
     passed: IntpArray
     passed_cacheable: npt.NDArray[np.bool_]
     failed: IntpArray
     failed_cacheable: npt.NDArray[np.bool_]
-    first_fail: npt.NDArray[np.int32]
-
-    @classmethod
-    def undecided(cls, unknown: IntpArray) -> _BulkVerdicts:
-        """Nothing decided: every position is left to the per-node functions."""
-        none = unknown[:0]
-        flags = np.zeros(0, dtype=bool)
-        return cls(unknown, none, flags, none, flags, np.zeros(0, dtype=np.int32))
 
 
 @dataclass(frozen=True)
@@ -281,8 +272,6 @@ class Algorithm:
                     local[decided] = code
                     ordered[positions] = code
                     status[decided[keep]] = code
-                    if code == DEFERRED:
-                        g.first_fail[decided[keep]] = bulk.first_fail[keep]
                 all_passed = not (bulk.failed <= end).any()
             if self.groups is not None:
                 self.groups.evaluations += int(unknown.size)
@@ -457,7 +446,6 @@ class Algorithm:
             passed_cacheable=cacheable[passed],
             failed=unknown[failed],
             failed_cacheable=cacheable[failed],
-            first_fail=first[failed].astype(np.int32),
         )
 
     # -- score and select ------------------------------------------------------------------------------

@@ -44,8 +44,8 @@ def test_a_filter_rule_whose_values_changed_forgets_only_its_verdicts() -> None:
     g.use_filter_values(((1,), (), ("a",)))
     g.verdicts[:] = RULE_PASS
     g.status[:] = PASS
-    g.verdicts[0, 0], g.status[0], g.first_fail[0] = RULE_FAIL, DEFERRED, 0  # fails at rule 0
-    g.verdicts[1, 2], g.status[1], g.first_fail[1] = RULE_FAIL, DEFERRED, 2  # fails at rule 2
+    g.verdicts[0, 0], g.status[0] = RULE_FAIL, DEFERRED  # fails at rule 0
+    g.verdicts[1, 2], g.status[1] = RULE_FAIL, DEFERRED  # fails at rule 2
     g.use_filter_values(((1,), (), ("a",)))  # nothing changed
     assert g.status.tolist() == [DEFERRED, DEFERRED, PASS, PASS]
     g.use_filter_values(((1,), ("x",), ("a",)))  # only the second rule's pod-only value changed
