@@ -9,8 +9,8 @@ threads would only add GIL hand-offs to a bind that does no I/O. Every other wri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from policyd.errors import PolicydError
 from policyd.scheduler.cluster.volume_store import PodVolumeBindings
@@ -92,6 +92,15 @@ class EventHandler(Protocol):
 
     def on_synced(self) -> None:
         """The initial list of every kind has been delivered."""
+        ...
+
+
+@runtime_checkable
+class AsyncBinds(Protocol):
+    """A back-end that can bind without blocking a thread per bind (the API server's request loop)."""
+
+    def bind_async(self, pod: PodInfoLike, node: str, done: Callable[[BindError | None], None]) -> None:
+        """Send the bind; `done(error)` is called (on any thread) once it completed: None when bound."""
         ...
 
 

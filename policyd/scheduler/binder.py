@@ -1,11 +1,14 @@
-"""Asynchronous binding on a bounded worker pool (kube-scheduler's binding cycle goroutines).
+"""Asynchronous binding (kube-scheduler's binding cycle goroutines).
 
-kube-scheduler binds each pod in a goroutine of its own, bounded only by its client's QPS. A worker
-here is a thread blocked on one request, so the pool must cover the binds in flight: under a burst on
-a loaded API server a bind takes tens of milliseconds (the server's queueing, and the wait for the
-GIL while the scheduling thread runs), and 16 workers capped policyd at 16 / 0.03 s, about 500 binds/s,
-with pods waiting for a worker most of their attempt (`policyd bench --mode e2e`, SchedulingBasic/500:
-64 workers bound 20-30 % more pods/s than 16; 192 no more than 64).
+kube-scheduler binds each pod in a goroutine of its own, bounded only by its client's QPS. A back-end
+that can send binds without blocking (`AsyncBinds`: the API back-end's request loop,
+policyd.backends.kube.multiplex) gets every bind at once; its answers come back on its own thread.
+Otherwise, and for pods whose volumes PreBind must bind first (a wait for the PV controller), a bind is
+a thread blocked on it, so the pool must cover the binds in flight: under a burst on a loaded API
+server a bind takes tens of milliseconds, and 16 workers capped policyd at 16 / 0.03 s, about 500
+binds/s (`policyd bench --mode e2e`, SchedulingBasic/500: 64 workers bound 20-30 % more pods/s than
+16; 192 no more than 64). Each blocking bind costs the process several GIL hand-offs, which the
+request loop does not.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from policyd.scheduler.backend import ClusterBackend
+from policyd.scheduler.backend import AsyncBinds, ClusterBackend
 from policyd.scheduler.cluster.volume_store import PodVolumeBindings
 from policyd.scheduler.snapshot import PodInfoLike
 
@@ -28,10 +31,13 @@ DEFAULT_BIND_WORKERS = 64
 
 
 class Binder:
-    """Runs `backend.bind` for assumed pods on `workers` threads (0: inline, for tests)."""
+    """Binds assumed pods: through the back-end's own non-blocking binds when it has them (`AsyncBinds`),
+    else (and for pods with volumes to bind first) by `backend.bind` on `workers` threads (0: inline,
+    for tests)."""
 
     def __init__(self, backend: ClusterBackend, workers: int = DEFAULT_BIND_WORKERS) -> None:
         self._backend = backend
+        self._bind_async = backend.bind_async if isinstance(backend, AsyncBinds) and workers else None
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._idle = threading.Condition()
         self._in_flight = 0
@@ -54,7 +60,12 @@ class Binder:
             raise RuntimeError("binder shut down")
         with self._idle:
             self._in_flight += 1
-        if self._workers:
+        if self._bind_async is not None and (volumes is None or volumes.empty):
+            try:
+                self._bind_async(pod, node, lambda error: self._finish(pod, node, done, error))
+            except Exception as exc:  # noqa: BLE001 - not sent (the back-end is stopping): requeue the pod
+                self._finish(pod, node, done, exc)
+        elif self._workers:
             self._jobs.put((pod, node, done, volumes))
         else:
             self._run(pod, node, done, volumes)
@@ -73,10 +84,16 @@ class Binder:
                 self._backend.bind_volumes(pod, volumes)  # PreBind (VolumeBinding)
             self._backend.bind(pod, node)
         except Exception as exc:  # noqa: BLE001 - every failure forgets and requeues the pod
-            log.warning("bind failed pod=%s node=%s error=%s", pod.key, node, exc)
             error = exc
+        self._finish(pod, node, done, error)
+
+    def _finish(self, pod: PodInfoLike, node: str, done: BindDone, error: Exception | None) -> None:
+        if error is not None:
+            log.warning("bind failed pod=%s node=%s error=%s", pod.key, node, error)
         try:
             done(pod, node, error)
+        except Exception:  # a failing completion must not take the worker or the request loop with it
+            log.exception("bind completion failed pod=%s node=%s", pod.key, node)
         finally:
             with self._idle:
                 self._in_flight -= 1

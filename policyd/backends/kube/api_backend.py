@@ -2,8 +2,8 @@
 
 Writes:
 - bind: POST pods/<name>/binding with metadata.uid = the pod's UID (so a re-created pod of the same
-  name is never bound by mistake), on a bounded worker pool; the answer is read raw (the Python
-  client's model classes choke on the Status the server returns). 409 (already bound / changed) and
+  name is never bound by mistake), all in flight at once on one request loop (`bind_async`,
+  policyd.backends.kube.multiplex; PreBind with volumes and `bind` block on a binder worker instead). 409 (already bound / changed) and
   404 (gone) are reported as failures, never retried blindly: the runtime forgets the assumed pod and
   requeues or drops it, so a pod is never bound twice.
 - victims: DELETE with the victim's own terminationGracePeriodSeconds and a UID precondition.
@@ -37,6 +37,7 @@ from policyd.backends.kube.informer import (
     Resource,
     pdb_resource,
 )
+from policyd.backends.kube.multiplex import RequestLoop
 from policyd.backends.kube.volume_binder import DEFAULT_BIND_TIMEOUT, VolumeBinder
 from policyd.scheduler.backend import BindError, EventHandler
 from policyd.scheduler.cluster.volume_store import (
@@ -123,6 +124,8 @@ class ApiBackend:
         # once (behind hundreds of status patches a preemptor would be tried again before its victims
         # were gone, fail, and back off longer)
         self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-writes")
+        # binds: all in flight on one thread (policyd.backends.kube.multiplex)
+        self.requests = RequestLoop(client, name="api-binds")
         self._deletes = ThreadPoolExecutor(max_workers=VICTIM_DELETERS, thread_name_prefix="api-deletes")
         self._pending_lock = threading.Lock()
         self._pending: set[Future[None]] = set()
@@ -239,6 +242,7 @@ class ApiBackend:
         self.flush(10.0)
         self._deletes.shutdown(wait=True)
         self._writes.shutdown(wait=True)
+        self.requests.stop()
         self.recorder.stop()
         if self._event_client is not None:
             self._event_client.close()
@@ -248,15 +252,35 @@ class ApiBackend:
     def bind(self, pod: PodInfoLike, node: str) -> None:
         """POST the Binding (blocking); raises BindError (retry False when the pod is gone)."""
         ns, name = split_key(pod)
-        result = bind_pod(self.client, ns, name, pod.uid, node)
+        error = self._bind_outcome(bind_pod(self.client, ns, name, pod.uid, node))
+        if error is not None:
+            raise error
+
+    def bind_async(self, pod: PodInfoLike, node: str, done: Callable[[BindError | None], None]) -> None:
+        """POST the Binding on the request loop; `done(error)` is called there once it is answered
+        (None when bound, a BindError as `bind` raises it otherwise)."""
+        ns, name = split_key(pod)
+
+        def answered(_result: Any, err: ApiError | None) -> None:
+            done(self._bind_outcome(bind_result(ns, name, pod.uid, node, err)))
+
+        self.requests.submit(
+            "POST", binding_path(ns, name), answered, body=binding_body(ns, name, pod.uid, node)
+        )
+
+    def _bind_outcome(self, result: BindResult) -> BindError | None:
+        """Count and report one bind; the BindError of a refused one."""
         with self._pending_lock:
             self.bind_results[result.outcome] += 1
         if self.on_bind is not None:
             self.on_bind(result)
         if result.status == 403 and "is being terminated" not in result.message:
-            self._forbidden(ApiError(403, "create", f"pods/{name}/binding", result.message, "Forbidden"))
+            self._forbidden(
+                ApiError(403, "create", f"pods/{result.name}/binding", result.message, "Forbidden")
+            )
         if not result.ok:
-            raise BindError(result.message, retry=result.outcome != GONE)
+            return BindError(result.message, retry=result.outcome != GONE)
+        return None
 
     def bind_volumes(self, pod: PodInfoLike, bindings: PodVolumeBindings) -> None:
         """PreBind: bind the pod's PVs / request provisioning, wait for the claims to be bound (BindError)."""
@@ -329,29 +353,45 @@ class ApiBackend:
         log.info("victim deleted pod=%s/%s grace=%s deleted=%s", ns, name, grace, deleted)
 
 
-def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str) -> BindResult:
-    """POST pods/<name>/binding guarded by the pod UID, and classify the answer."""
-    body = {
+def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    """The Binding of a pod to a node, guarded by the pod's UID."""
+    return {
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": {"name": name, "namespace": namespace, "uid": uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    path = object_path("v1", "pods", namespace, name) + "/binding"
+
+
+def binding_path(namespace: str, name: str) -> str:
+    """The pods/binding subresource of a pod."""
+    return object_path("v1", "pods", namespace, name) + "/binding"
+
+
+def bind_result(namespace: str, name: str, uid: str, node: str, err: ApiError | None) -> BindResult:
+    """Classify the answer to a Binding: bound (no error), gone, conflict or error."""
+    if err is None:
+        return BindResult(namespace, name, uid, node, BOUND, status=201)
+    if err.status == 409 and "UID" in err.message:
+        outcome = GONE  # the name now belongs to another pod
+    elif err.status == 409:
+        outcome = CONFLICT  # already bound (by someone else)
+    elif err.status == 404 or "is being terminated" in err.message:
+        outcome = GONE
+    else:
+        outcome = ERROR
+    log.info("bind failed pod=%s/%s node=%s outcome=%s err=%s", namespace, name, node, outcome, err)
+    return BindResult(namespace, name, uid, node, outcome, str(err), err.status)
+
+
+def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str) -> BindResult:
+    """POST pods/<name>/binding guarded by the pod UID, and classify the answer."""
+    body = binding_body(namespace, name, uid, node)
     try:
-        client.request("POST", path, body=body, decode=False)  # a Status, not a Binding
+        client.request("POST", binding_path(namespace, name), body=body, decode=False)  # a Status
     except ApiError as err:
-        if err.status == 409 and "UID" in err.message:
-            outcome = GONE  # the name now belongs to another pod
-        elif err.status == 409:
-            outcome = CONFLICT  # already bound (by someone else)
-        elif err.status == 404 or "is being terminated" in err.message:
-            outcome = GONE
-        else:
-            outcome = ERROR
-        log.info("bind failed pod=%s/%s node=%s outcome=%s err=%s", namespace, name, node, outcome, err)
-        return BindResult(namespace, name, uid, node, outcome, str(err), err.status)
-    return BindResult(namespace, name, uid, node, BOUND, status=201)
+        return bind_result(namespace, name, uid, node, err)
+    return bind_result(namespace, name, uid, node, None)
 
 
 def delete_pod(

@@ -49,7 +49,7 @@ POOL_SIZE = 64  # idle keep-alive connections kept per client
 # with a reused credential reads it afresh and is sent once more
 CREDENTIAL_REUSE_SECONDS = 5.0
 
-_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 class ApiError(PolicydError):
@@ -247,11 +247,16 @@ class KubeClient:
         return KubeClient(configuration, qps=self.qps, burst=self.burst, user_agent=user_agent)
 
     @property
+    def endpoint(self) -> Endpoint:
+        """Where requests go (address, path prefix, TLS context, proxy)."""
+        return self._pool.endpoint
+
+    @property
     def host(self) -> str:
         """The API server URL."""
         return str(self.configuration.host)
 
-    def _authorization(self, fresh: bool = False) -> tuple[str, bool]:
+    def authorization(self, fresh: bool = False) -> tuple[str, bool]:
         """(Authorization header value or "", whether it was read now rather than reused)."""
         with self._credential_lock:
             now = time.monotonic()
@@ -262,7 +267,7 @@ class KubeClient:
             self._credential, self._credential_read = value or "", now
             return self._credential, True
 
-    def _head(
+    def request_head(
         self,
         method: str,
         path: str,
@@ -300,22 +305,22 @@ class KubeClient:
         `ApiError` on non-2xx)."""
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         length = None if payload is None else len(payload)
-        verb = _VERBS.get(method, method.lower())
-        authorization, fresh = self._authorization()
+        verb = VERBS.get(method, method.lower())
+        authorization, fresh = self.authorization()
         while True:
             self.limiter.acquire()  # every request sent takes a token, a resent one too
-            head = self._head(method, path, query, content_type, length, authorization)
+            head = self.request_head(method, path, query, content_type, length, authorization)
             try:
                 resp = self._pool.request(method, head, payload, timeout)
             except (OSError, ValueError) as err:
                 raise ApiError(0, verb, path, str(err) or repr(err), "Unreachable") from err
             if resp.status != 401 or fresh:
                 break
-            authorization, fresh = self._authorization(fresh=True)
+            authorization, fresh = self.authorization(fresh=True)
         if self.on_response is not None:
             self.on_response(verb, path, resp.status)
         if not 200 <= resp.status <= 299:
-            raise _error_from(resp.status, verb, path, resp.body)
+            raise error_from(resp.status, verb, path, resp.body)
         if not decode or not resp.body:
             return {}
         decoded = json.loads(resp.body)
@@ -329,7 +334,7 @@ class KubeClient:
         timeout: tuple[float, float] = (10.0, 330.0),
     ) -> WatchStream:
         """Open a streaming GET (a watch) on a connection of its own; iterate the result for decoded JSON lines."""
-        head = self._head("GET", path, query, None, None, self._authorization(fresh=True)[0])
+        head = self.request_head("GET", path, query, None, None, self.authorization(fresh=True)[0])
         self.limiter.acquire()
         try:
             resp = self._pool.open_stream("GET", head, timeout[0], timeout[1])
@@ -342,7 +347,7 @@ class KubeClient:
                 data = resp.read()
             except (OSError, ValueError):
                 data = b""
-            raise _error_from(resp.status, "get", path, data)
+            raise error_from(resp.status, "get", path, data)
         return WatchStream(resp)
 
     def close(self) -> None:
@@ -431,7 +436,8 @@ def _query_value(value: Any) -> str:
     return str(value)
 
 
-def _error_from(status: int, verb: str, path: str, data: bytes) -> ApiError:
+def error_from(status: int, verb: str, path: str, data: bytes) -> ApiError:
+    """The `ApiError` of a non-2xx answer (`PermissionDenied` for an RBAC 403), from its Status body."""
     message, reason = "", ""
     try:
         decoded = json.loads(data)

@@ -4,14 +4,14 @@ Like client-go's EventCorrelator: an event equal to an earlier one (same object,
 message) updates that Event's `count` and `lastTimestamp` instead of creating another; and a token
 bucket per involved object (burst 25, one token per 5 minutes) drops the excess, so a pod that stays
 unschedulable for an hour produces one Event object and a few dozen writes, not thousands.
-Events are written by one background thread: recording never blocks a scheduling cycle.
+Events are written on a request loop of their own (policyd.backends.kube.multiplex): recording never
+blocks a scheduling cycle, and the writes of a burst are in flight together rather than one by one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import queue
 import threading
 import time
 from collections import OrderedDict
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.backends.kube.client import JSON, ApiError, KubeClient, object_path
+from policyd.backends.kube.multiplex import RequestLoop
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ WARNING = "Warning"
 SPAM_BURST = 25
 SPAM_QPS = 1.0 / 300.0
 CACHE_SIZE = 4096
+MAX_QUEUED = 10000  # events recorded and not written yet; beyond, new ones are dropped
 
 
 def scheduled_message(namespace: str, name: str, node: str) -> str:
@@ -125,16 +127,18 @@ class EventRecorder:
         self._lock = threading.Lock()  # guards the correlator caches and counters
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-        self._queue: queue.Queue[tuple[ObjectRef, str, str, str] | None] = queue.Queue(maxsize=10000)
-        self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
-        self._thread.start()
+        self._loop = RequestLoop(client, name="event-recorder")
 
     def event(self, obj: JSON | ObjectRef, event_type: str, reason: str, message: str) -> None:
         """Queue one event about `obj` (a Kubernetes dict or an ObjectRef); never blocks for long."""
         ref = obj if isinstance(obj, ObjectRef) else ObjectRef.of(obj)
+        if self._loop.pending() >= MAX_QUEUED:
+            with self._lock:
+                self.dropped += 1
+            return
         try:
-            self._queue.put_nowait((ref, event_type, reason, message[:1024]))
-        except queue.Full:
+            self._loop.call_soon(lambda: self._write(ref, event_type, reason, message[:1024]))
+        except RuntimeError:  # stopped
             with self._lock:
                 self.dropped += 1
 
@@ -152,33 +156,14 @@ class EventRecorder:
         self.event(victim, NORMAL, "Preempted", preempted_message(preemptor_uid, node))
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until every queued event has been written (or dropped); returns False on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._queue.unfinished_tasks == 0:
-                return True
-            time.sleep(0.01)
-        return False
+        """Wait until every recorded event has been written (or dropped); returns False on timeout."""
+        return self._loop.wait_idle(timeout)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Write what is queued, then stop the writer thread."""
-        self.flush(timeout)
-        self._queue.put(None)
-        self._thread.join(timeout)
+        """Write what is recorded, then stop the writer."""
+        self._loop.stop(timeout)
 
-    # ---- writer -----------------------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                self._write(*item)
-            except Exception:
-                log.exception("event write failed")
-            finally:
-                self._queue.task_done()
+    # ---- writer (the loop's thread) ----------------------------------------------------------------
 
     def _allow(self, ref: ObjectRef) -> bool:
         key = f"{ref.kind}/{ref.namespace}/{ref.name}/{ref.uid}"
@@ -207,24 +192,36 @@ class EventRecorder:
                 count, name, first = 1, f"{ref.name}.{time.time_ns():x}", now
         path = object_path("v1", "events", ref.namespace)
         if count > 1:
-            patch = {"count": count, "lastTimestamp": now}
-            try:
-                self.client.request(
-                    "PATCH",
-                    f"{path}/{name}",
-                    body=patch,
-                    content_type="application/strategic-merge-patch+json",
-                    decode=False,
-                )
-                with self._lock:
-                    self.written += 1
-                return
-            except ApiError as err:
-                if not err.not_found:
+
+            def patched(_result: JSON, err: ApiError | None) -> None:
+                if err is None:
+                    with self._lock:
+                        self.written += 1
+                elif err.not_found:  # the Event expired (TTL) or was deleted: create a fresh one
+                    self._create(
+                        key, ref, event_type, reason, message, f"{ref.name}.{time.time_ns():x}", 1, now, now
+                    )
+                else:
                     log.warning("event update failed event=%s err=%s", name, err)
-                    return
-                # the Event expired (TTL) or was deleted: create a fresh one
-                name, count, first = f"{ref.name}.{time.time_ns():x}", 1, now
+
+            patch = {"count": count, "lastTimestamp": now}
+            content_type = "application/strategic-merge-patch+json"
+            self._loop.submit("PATCH", f"{path}/{name}", patched, body=patch, content_type=content_type)
+            return
+        self._create(key, ref, event_type, reason, message, name, count, first, now)
+
+    def _create(
+        self,
+        key: tuple[str, ...],
+        ref: ObjectRef,
+        event_type: str,
+        reason: str,
+        message: str,
+        name: str,
+        count: int,
+        first: str,
+        now: str,
+    ) -> None:
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -240,19 +237,27 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": count,
         }
-        try:
-            self.client.request("POST", path, body=body, decode=False)
-        except ApiError as err:
+        # seen at once: an equal event recorded while this one is in flight updates it
+        with self._lock:
+            self._seen[key] = _Seen(name, count, first)
+            self._seen.move_to_end(key)
+            if len(self._seen) > CACHE_SIZE:
+                self._seen.popitem(last=False)
+
+        def created(_result: JSON, err: ApiError | None) -> None:
+            if err is None:
+                with self._lock:
+                    self.written += 1
+                return
+            with self._lock:
+                if (seen := self._seen.get(key)) is not None and seen.name == name:
+                    del self._seen[key]
             if not err.not_found:
                 log.warning(
                     "event create failed object=%s/%s reason=%s err=%s", ref.namespace, ref.name, reason, err
                 )
-            return
-        with self._lock:
-            self.written += 1
-            self._seen[key] = _Seen(name, count, first)
-            if len(self._seen) > CACHE_SIZE:
-                self._seen.popitem(last=False)
+
+        self._loop.submit("POST", object_path("v1", "events", ref.namespace), created, body=body)
 
 
 class PodStatusWriter:

@@ -132,12 +132,13 @@ class Connection:
         self.endpoint = endpoint
         self.reused = False  # set by the pool when handed out a second time
         self.keep_alive = True
-        sock = self._connect(endpoint, timeout)
+        sock = self.connect(endpoint, timeout)
         self.sock: socket.socket = sock
         self._file = io.BufferedReader(socket.SocketIO(sock, "rb"), READ_SIZE)
 
     @staticmethod
-    def _connect(endpoint: Endpoint, timeout: float | None) -> socket.socket:
+    def connect(endpoint: Endpoint, timeout: float | None) -> socket.socket:
+        """A socket to the endpoint: TCP, the proxy tunnel when there is one, then TLS."""
         proxy = endpoint.proxy
         address = (proxy.host, proxy.port) if proxy is not None else (endpoint.host, endpoint.port)
         sock = socket.create_connection(address, timeout=timeout)

@@ -93,3 +93,68 @@ def test_no_workers_binds_inline() -> None:
     binder.submit(Pod("ns/a"), "n1", lambda pod, node, error: None)
     assert backend.bound == [("ns/a", "n1")]
     binder.shutdown()
+
+
+class AsyncBackend(Backend):
+    """Binds without a thread per bind: completions come later, from the back-end's own thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def bind_async(self, pod: Any, node: str, done: Any) -> None:
+        self.sent.append((pod.key, node, done))
+
+    def bind_volumes(self, pod: Any, bindings: Any) -> None:
+        pass
+
+    def answer(self, error: Exception | None = None) -> None:
+        key, node, done = self.sent.pop(0)
+        threading.Thread(target=done, args=(error,), name="backend-loop").start()
+
+
+class Volumes:
+    def __init__(self, empty: bool) -> None:
+        self.empty = empty
+
+
+def test_async_binds_skip_the_workers_and_volume_binds_use_them() -> None:
+    backend = AsyncBackend()
+    binder = Binder(backend, workers=1)
+    results: list[tuple[str, str | None, str]] = []
+    finished = threading.Condition()
+
+    def done(pod: Any, node: str, error: Exception | None) -> None:
+        with finished:
+            results.append((pod.key, None if error is None else str(error), threading.current_thread().name))
+            finished.notify_all()
+
+    binder.submit(Pod("ns/a"), "n1", done)
+    binder.submit(Pod("ns/b"), "n1", done, Volumes(empty=True))
+    binder.submit(Pod("ns/c"), "n2", done, Volumes(empty=False))  # PreBind blocks: a worker's job
+    assert [key for key, _, _ in backend.sent] == ["ns/a", "ns/b"]
+    assert binder.wait_idle(0) is False and binder.in_flight() == 3
+    with finished:
+        assert finished.wait_for(lambda: len(results) == 1, 5)
+    assert results == [("ns/c", None, "bind_0")] and backend.bound == [("ns/c", "n2")]
+    backend.answer()
+    backend.answer(RuntimeError("conflict"))
+    assert binder.wait_idle(5)
+    assert sorted(results) == [
+        ("ns/a", None, "backend-loop"),
+        ("ns/b", "conflict", "backend-loop"),
+        ("ns/c", None, "bind_0"),
+    ]
+    binder.shutdown()
+
+
+def test_an_async_bind_that_cannot_be_sent_completes_with_its_error() -> None:
+    class Stopped(AsyncBackend):
+        def bind_async(self, pod: Any, node: str, done: Any) -> None:
+            raise RuntimeError("request loop stopped")
+
+    binder = Binder(Stopped(), workers=1)
+    errors: list[str] = []
+    binder.submit(Pod("ns/a"), "n1", lambda pod, node, error: errors.append(str(error)))
+    assert errors == ["request loop stopped"] and binder.in_flight() == 0
+    binder.shutdown()
