@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from policyd.framework import CompiledPolicySet
+from policyd.scheduler import collector
 from policyd.scheduler.algorithm.reuse import GroupCache
 from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.attempts import AttemptLog
@@ -49,6 +50,7 @@ class Scheduler(SchedulingCycle):
         options: SchedulerOptions | None = None,
         metrics: SchedulerMetrics | None = None,
     ) -> None:
+        collector.tune()
         self.options = options or SchedulerOptions()
         self.clock: Clock = clock or RealClock()
         self.backend = backend
