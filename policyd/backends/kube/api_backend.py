@@ -18,15 +18,22 @@ plain dicts to an `EventSink` (the scheduler) through its public methods only.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from policyd.backends.kube.client import ApiError, KubeClient, PermissionDenied, object_path
-from policyd.backends.kube.events import EventRecorder, ObjectRef, PodStatusWriter
+from policyd.backends.kube.client import JSON, ApiError, KubeClient, PermissionDenied, object_path
+from policyd.backends.kube.events import (
+    STATUS_PATCH,
+    EventRecorder,
+    ObjectRef,
+    nominated_status,
+    status_path,
+    unschedulable_status,
+)
 from policyd.backends.kube.informer import (
     NODES,
     PODS,
@@ -53,8 +60,6 @@ BOUND = "bound"
 CONFLICT = "conflict"
 GONE = "gone"
 ERROR = "error"
-# victims deleted at the same time (each DELETE still takes a token of the client's QPS budget)
-VICTIM_DELETERS = 16
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,6 @@ class ApiBackend:
         self.recorder = recorder or EventRecorder(
             self._event_client or client, instance=identity or "policyd"
         )
-        self.status = PodStatusWriter(client)
         self.sync_timeout = sync_timeout
         self.informers: list[Informer] = []
         self.nodes: Informer | None = None
@@ -120,15 +124,13 @@ class ApiBackend:
             timeout=volume_bind_timeout,
             stopping=self._stopping,
         )
-        # status patches, in order, off the scheduling loop; victim deletions on their own workers, at
-        # once (behind hundreds of status patches a preemptor would be tried again before its victims
-        # were gone, fail, and back off longer)
-        self._writes = ThreadPoolExecutor(max_workers=1, thread_name_prefix="api-writes")
-        # binds: all in flight on one thread (policyd.backends.kube.multiplex)
-        self.requests = RequestLoop(client, name="api-binds")
-        self._deletes = ThreadPoolExecutor(max_workers=VICTIM_DELETERS, thread_name_prefix="api-deletes")
-        self._pending_lock = threading.Lock()
-        self._pending: set[Future[None]] = set()
+        # binds, victim deletions and status patches: all in flight on one thread
+        # (policyd.backends.kube.multiplex); a victim's deletion is never queued behind status patches
+        # (a preemptor would be tried again before its victims were gone, fail, and back off longer)
+        self.requests = RequestLoop(client, name="api-writes")
+        self._pending_lock = threading.Lock()  # guards the bind counts
+        # pod key -> its status patches waiting for the one in flight (the request loop's thread only)
+        self._status_queues: dict[str, collections.deque[Callable[[], JSON]]] = {}
         self._synced = threading.Event()
         self.bind_results: dict[str, int] = {BOUND: 0, CONFLICT: 0, GONE: 0, ERROR: 0}
         self.on_bind: Callable[[BindResult], None] | None = None
@@ -240,8 +242,6 @@ class ApiBackend:
         for inf in self.informers:
             inf.stop()
         self.flush(10.0)
-        self._deletes.shutdown(wait=True)
-        self._writes.shutdown(wait=True)
         self.requests.stop()
         self.recorder.stop()
         if self._event_client is not None:
@@ -287,14 +287,26 @@ class ApiBackend:
         self.volume_binder.bind(pod.key, bindings)
 
     def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
-        """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously."""
+        """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously:
+        at once on the request loop, never behind status patches."""
         ns, name = split_key(pod)
-        self._submit(lambda: self._delete(ns, name, pod.uid, grace_seconds), self._deletes)
+
+        def answered(_result: Any, err: ApiError | None) -> None:
+            if err is None:
+                log.info("victim deleted pod=%s/%s grace=%s", ns, name, grace_seconds)
+            elif err.status in (404, 409):
+                log.info("victim already gone pod=%s/%s", ns, name)
+            else:
+                if isinstance(err, PermissionDenied):
+                    self._forbidden(err)
+                log.warning("victim deletion failed pod=%s/%s err=%s", ns, name, err)
+
+        path = object_path("v1", "pods", ns, name)
+        self.requests.submit("DELETE", path, answered, body=delete_options(pod.uid, grace_seconds))
 
     def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
-        """Set or clear status.nominatedNodeName, asynchronously."""
-        ns, name = split_key(pod)
-        self._submit(lambda: self._status(lambda: self.status.set_nominated_node(ns, name, node), pod))
+        """Set or clear status.nominatedNodeName, asynchronously (after the pod's earlier patches)."""
+        self._patch_status(pod, lambda: nominated_status(node))
 
     def record_event(self, pod: PodInfoLike, event_type: str, reason: str, message: str) -> None:
         """Queue an Event about the pod (aggregated and rate-limited by the recorder)."""
@@ -303,54 +315,46 @@ class ApiBackend:
 
     def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
         """Patch the PodScheduled condition (status/reason/message), asynchronously."""
-        ns, name = split_key(pod)
         cond = dict(condition)
-
-        def patch() -> None:
-            if cond.get("status", "False") == "False":
-                self.status.set_unschedulable(
-                    ns, name, cond.get("message", ""), cond.get("reason", "Unschedulable")
-                )
-
-        self._submit(lambda: self._status(patch, pod))
+        if cond.get("status", "False") == "False":
+            message, reason = cond.get("message", ""), cond.get("reason", "Unschedulable")
+            self._patch_status(pod, lambda: unschedulable_status(message, reason))
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait for queued status patches, deletions and events; False on timeout."""
-        with self._pending_lock:
-            pending = list(self._pending)
-        for fut in pending:
-            try:
-                fut.result(timeout)
-            except Exception:
-                pass
-        return self.recorder.flush(timeout)
+        """Wait for the writes in flight (binds, status patches, deletions) and events; False on timeout."""
+        return self.requests.wait_idle(timeout) and self.recorder.flush(timeout)
 
-    def _submit(self, work: Callable[[], None], pool: ThreadPoolExecutor | None = None) -> None:
-        fut = (pool or self._writes).submit(work)
-        with self._pending_lock:
-            self._pending.add(fut)
-        fut.add_done_callback(self._done)
+    def _patch_status(self, pod: PodInfoLike, status: Callable[[], JSON]) -> None:
+        """PATCH the pod's status subresource on the request loop: one pod's patches in the order
+        made, one at a time (a later nomination must not be overtaken by an earlier one); different
+        pods' at once. `status` builds the patch when it is sent."""
+        self.requests.call_soon(lambda: self._queue_status(pod, status))
 
-    def _done(self, fut: Future[None]) -> None:
-        with self._pending_lock:
-            self._pending.discard(fut)
-
-    def _status(self, patch: Callable[[], Any], pod: PodInfoLike) -> None:
-        try:
-            patch()
-        except ApiError as err:
-            if isinstance(err, PermissionDenied):
-                self._forbidden(err)
-            if not err.not_found:
-                log.warning("pod status patch failed pod=%s err=%s", pod.key, err)
-
-    def _delete(self, ns: str, name: str, uid: str, grace: int | None) -> None:
-        try:
-            deleted = delete_pod(self.client, ns, name, uid, grace)
-        except ApiError as err:
-            log.warning("victim deletion failed pod=%s/%s err=%s", ns, name, err)
+    def _queue_status(self, pod: PodInfoLike, status: Callable[[], JSON]) -> None:  # loop thread
+        queued = self._status_queues.get(pod.key)
+        if queued is not None:
+            queued.append(status)
             return
-        log.info("victim deleted pod=%s/%s grace=%s deleted=%s", ns, name, grace, deleted)
+        self._status_queues[pod.key] = collections.deque()
+        self._send_status(pod, status)
+
+    def _send_status(self, pod: PodInfoLike, status: Callable[[], JSON]) -> None:  # loop thread
+        ns, name = split_key(pod)
+
+        def answered(_result: Any, err: ApiError | None) -> None:
+            if err is not None:
+                if isinstance(err, PermissionDenied):
+                    self._forbidden(err)
+                if not err.not_found:
+                    log.warning("pod status patch failed pod=%s err=%s", pod.key, err)
+            queued = self._status_queues.get(pod.key)
+            if queued:
+                self._send_status(pod, queued.popleft())
+            else:
+                self._status_queues.pop(pod.key, None)
+
+        body = {"status": status()}
+        self.requests.submit("PATCH", status_path(ns, name), answered, body=body, content_type=STATUS_PATCH)
 
 
 def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
@@ -394,15 +398,21 @@ def bind_pod(client: KubeClient, namespace: str, name: str, uid: str, node: str)
     return bind_result(namespace, name, uid, node, None)
 
 
-def delete_pod(
-    client: KubeClient, namespace: str, name: str, uid: str = "", grace: int | None = None
-) -> bool:
-    """DELETE a pod (UID precondition, optional grace period); False when it was already gone."""
+def delete_options(uid: str = "", grace: int | None = None) -> dict[str, Any]:
+    """DeleteOptions with a UID precondition and a grace period (None: the pod's own)."""
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
     if grace is not None:
         body["gracePeriodSeconds"] = int(grace)
     if uid:
         body["preconditions"] = {"uid": uid}
+    return body
+
+
+def delete_pod(
+    client: KubeClient, namespace: str, name: str, uid: str = "", grace: int | None = None
+) -> bool:
+    """DELETE a pod (UID precondition, optional grace period); False when it was already gone."""
+    body = delete_options(uid, grace)
     try:
         client.request("DELETE", object_path("v1", "pods", namespace, name), body=body)
     except ApiError as err:

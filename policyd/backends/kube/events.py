@@ -267,25 +267,42 @@ class PodStatusWriter:
         self.client = client
 
     def _patch(self, namespace: str, name: str, status: JSON) -> JSON:
-        path = object_path("v1", "pods", namespace, name) + "/status"
         return self.client.request(
-            "PATCH", path, body={"status": status}, content_type="application/strategic-merge-patch+json"
+            "PATCH", status_path(namespace, name), body={"status": status}, content_type=STATUS_PATCH
         )
 
     def set_unschedulable(
         self, namespace: str, name: str, message: str, reason: str = "Unschedulable"
     ) -> JSON:
         """PodScheduled=False with `reason` and `message` (kube-scheduler's condition on failure)."""
-        cond = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": reason,
-            "message": message,
-            "lastProbeTime": None,
-            "lastTransitionTime": _now(),
-        }
-        return self._patch(namespace, name, {"conditions": [cond]})
+        return self._patch(namespace, name, unschedulable_status(message, reason))
 
     def set_nominated_node(self, namespace: str, name: str, node: str | None) -> JSON:
         """Set `status.nominatedNodeName` (None or "" clears it)."""
-        return self._patch(namespace, name, {"nominatedNodeName": node or None})
+        return self._patch(namespace, name, nominated_status(node))
+
+
+STATUS_PATCH = "application/strategic-merge-patch+json"
+
+
+def status_path(namespace: str, name: str) -> str:
+    """The status subresource of a pod."""
+    return object_path("v1", "pods", namespace, name) + "/status"
+
+
+def unschedulable_status(message: str, reason: str = "Unschedulable") -> JSON:
+    """The status patch of PodScheduled=False, now."""
+    cond = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": _now(),
+    }
+    return {"conditions": [cond]}
+
+
+def nominated_status(node: str | None) -> JSON:
+    """The status patch setting `nominatedNodeName` (None or "" clears it)."""
+    return {"nominatedNodeName": node or None}

@@ -1,12 +1,16 @@
-"""The API back-end's writes: a victim's deletion is not queued behind status patches."""
+"""The API back-end's writes: a victim's deletion is never queued behind status patches, and one pod's
+status patches are sent in order, one at a time, while different pods' are in flight together."""
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from policyd.backends.kube.api_backend import ApiBackend
+from tests.unit.backends.scripted_http import Handler, Server, client_for
 
 
 @dataclass
@@ -15,40 +19,62 @@ class _Pod:
     uid: str = "u"
 
 
-class _Client:
-    """Answers DELETEs at once; holds every PATCH until released."""
+class _Api:
+    """Answers DELETEs at once and holds every PATCH until released; records what arrived, in order."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
-        self.deleted = threading.Event()
-        self.calls: list[tuple[str, str]] = []
+        self.lock = threading.Condition()
+        self.arrived: list[tuple[str, str, bytes]] = []
 
-    def sibling(self, user_agent: str) -> _Client:
-        return self
-
-    def close(self) -> None:
-        pass
-
-    def request(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append((method, path))
+    def handler(self, conn: socket.socket, request: bytes) -> bool:
+        line, _, rest = request.partition(b"\r\n")
+        method, path = line.decode().split()[:2]
+        with self.lock:
+            self.arrived.append((method, path, rest.partition(b"\r\n\r\n")[2]))
+            self.lock.notify_all()
         if method == "PATCH":
             self.release.wait(10)
-        if method == "DELETE":
-            self.deleted.set()
-        return {}
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        return True
+
+    def wait_for(self, predicate: Callable[[list[tuple[str, str, bytes]]], bool]) -> None:
+        with self.lock:
+            assert self.lock.wait_for(lambda: predicate(self.arrived), 5), self.arrived
 
 
-def test_a_victim_is_deleted_while_status_patches_wait() -> None:
-    client = _Client()
-    backend = ApiBackend(client)  # type: ignore[arg-type]
+def test_deletions_and_other_pods_patches_do_not_wait_for_a_pods_earlier_patch(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
+    api = _Api()
+    server = serve([api.handler] * 10)
+    backend = ApiBackend(client_for(server))
     try:
-        for i in range(3):  # a slow status writer with work queued
-            backend.patch_pod_scheduled(_Pod(f"ns/pending-{i}"), {"status": "False", "message": "m"})
+        a, b = _Pod("ns/a"), _Pod("ns/b")
+        backend.patch_pod_scheduled(a, {"status": "False", "message": "0/3 nodes are available"})
+        backend.set_nominated_node(a, "node-1")  # after a's first patch is answered, not before
+        backend.patch_pod_scheduled(b, {"status": "False", "message": "m"})
         backend.delete_pod(_Pod("ns/victim"), 0)  # type: ignore[arg-type]
-        assert client.deleted.wait(5), client.calls
-        assert ("DELETE", "/api/v1/namespaces/ns/pods/victim") in client.calls
-        assert sum(1 for method, _ in client.calls if method == "PATCH") == 1  # the others still wait
+        api.wait_for(lambda got: len(got) == 3)
+        paths = {(m, p) for m, p, _ in api.arrived}
+        assert paths == {
+            ("PATCH", "/api/v1/namespaces/ns/pods/a/status"),
+            ("PATCH", "/api/v1/namespaces/ns/pods/b/status"),
+            ("DELETE", "/api/v1/namespaces/ns/pods/victim"),
+        }
+        delete = next(body for m, _, body in api.arrived if m == "DELETE")
+        assert json.loads(delete) == {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": "u"},
+        }
+        assert not backend.flush(0.2)  # the patches are still held
     finally:
-        client.release.set()
+        api.release.set()
         assert backend.flush(10)
-    assert sum(1 for method, _ in client.calls if method == "PATCH") == 3
+    a_patches = [json.loads(body)["status"] for m, p, body in api.arrived if p.endswith("/a/status")]
+    assert [sorted(s) for s in a_patches] == [["conditions"], ["nominatedNodeName"]]
+    assert a_patches[0]["conditions"][0]["message"] == "0/3 nodes are available"
+    assert a_patches[1] == {"nominatedNodeName": "node-1"}
+    backend.stop()
