@@ -352,14 +352,18 @@ class SimulatedCluster:
         with self._lock:
             self.events.append(RecordedEvent(pod.key, event_type, reason, message))
 
-    def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
-        """Set the PodScheduled condition."""
+    def patch_pod_scheduled(
+        self, pod: PodInfoLike, condition: Mapping[str, str], nominated_node: str = ""
+    ) -> None:
+        """Set the PodScheduled condition (and the nominated node when one is given)."""
         with self._lock:
             old = self._pods.get(pod.key)
             if old is None:
                 return
             new = _copy_pod(old)
             self._set_condition(new, condition)
+            if nominated_node:
+                new["status"]["nominatedNodeName"] = nominated_node
             self._pods[pod.key] = new
         self._emit_update(old, new)
 

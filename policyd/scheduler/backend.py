@@ -139,8 +139,11 @@ class ClusterBackend(Protocol):
         """Record an Event about `pod` (Normal/Warning; Scheduled, FailedScheduling, Preempted)."""
         ...
 
-    def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
-        """Set the PodScheduled condition of `pod` (status, reason, message)."""
+    def patch_pod_scheduled(
+        self, pod: PodInfoLike, condition: Mapping[str, str], nominated_node: str = ""
+    ) -> None:
+        """Set the PodScheduled condition of `pod` (status, reason, message), and its nominated node
+        when one is given, in one write (kube-scheduler's updatePod)."""
         ...
 
 

@@ -20,7 +20,7 @@ import collections
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from policyd.errors import PolicydError
@@ -259,7 +259,10 @@ class SchedulingCycle(EventHandlers):
         self.attempts.add(attempt)
         log.info("unschedulable pod=%s attempt=%d message=%r", pod.key, queued.attempts, message)
         self.backend.record_event(pod, "Warning", "FailedScheduling", message)
-        self.backend.patch_pod_scheduled(pod, unschedulable_condition(message))
+        condition = unschedulable_condition(message)
+        nominated = attempt.nominated_node or ""
+        if status_changes(pod, condition, nominated):
+            self.backend.patch_pod_scheduled(pod, condition, nominated)
         self._requeue_unschedulable(queued, {f.rule for f in result.failures.values()})
 
     def _requeue_unschedulable(self, queued: QueuedPod, rules: set[Any]) -> None:
@@ -282,8 +285,7 @@ class SchedulingCycle(EventHandlers):
             if other.key != pod.key and other.priority < pod.priority:
                 self.queue.clear_nomination(other.key)
                 self.backend.set_nominated_node(other, None)
-        self.queue.nominate(pod, candidate.node)
-        self.backend.set_nominated_node(pod, candidate.node)
+        self.queue.nominate(pod, candidate.node)  # written with the PodScheduled condition
         log.info("preempting pod=%s node=%s victims=%d", pod.key, candidate.node, len(candidate.victims))
 
     def _assume_and_permit(self, queued: QueuedPod, profile: CompiledProfile, node: str) -> None:
@@ -392,3 +394,16 @@ class SchedulingCycle(EventHandlers):
             self._attempt_started.pop(waiting.key, None),
             queued=queued,
         )
+
+
+def status_changes(pod: PodInfoLike, condition: Mapping[str, str], nominated_node: str) -> bool:
+    """Whether writing `condition` (and `nominated_node`, when given) changes the pod's status as last
+    seen: kube-scheduler's updatePod writes nothing when the PodScheduled condition has the same
+    status, reason and message and the nominated node is unset or unchanged."""
+    status = pod.cel.get("status") or {}
+    if nominated_node and status.get("nominatedNodeName", "") != nominated_node:
+        return True
+    for old in status.get("conditions") or []:
+        if old.get("type") == condition["type"]:
+            return any(old.get(k, "") != condition[k] for k in ("status", "reason", "message"))
+    return True

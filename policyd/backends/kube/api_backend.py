@@ -313,12 +313,22 @@ class ApiBackend:
         ns, name = split_key(pod)
         self.recorder.event(ObjectRef("Pod", ns, name, pod.uid), event_type, reason, message)
 
-    def patch_pod_scheduled(self, pod: PodInfoLike, condition: Mapping[str, str]) -> None:
-        """Patch the PodScheduled condition (status/reason/message), asynchronously."""
+    def patch_pod_scheduled(
+        self, pod: PodInfoLike, condition: Mapping[str, str], nominated_node: str = ""
+    ) -> None:
+        """Patch the PodScheduled condition (status/reason/message), and nominatedNodeName when one is
+        given, in one patch, asynchronously."""
         cond = dict(condition)
         if cond.get("status", "False") == "False":
             message, reason = cond.get("message", ""), cond.get("reason", "Unschedulable")
-            self._patch_status(pod, lambda: unschedulable_status(message, reason))
+
+            def status() -> JSON:
+                patch = unschedulable_status(message, reason)
+                if nominated_node:
+                    patch.update(nominated_status(nominated_node))
+                return patch
+
+            self._patch_status(pod, status)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait for the writes in flight (binds, status patches, deletions) and events; False on timeout."""

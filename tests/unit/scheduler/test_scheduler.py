@@ -245,3 +245,61 @@ def test_gated_pod_is_not_attempted_until_an_update_removes_its_gates() -> None:
     assert sample("scheduler_pending_pods", {"queue": "gated"}) == 0
     event = {"queue": "active", "event": "UpdatePodSchedulingGatesEliminated"}
     assert sample("scheduler_queue_incoming_pods_total", event) == 1
+
+
+class _CountingCluster(SimulatedCluster):
+    """Records every PodScheduled write: (pod, message, nominated node)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.status_writes: list[tuple[str, str, str]] = []
+        self.nominations: list[tuple[str, str | None]] = []
+
+    def patch_pod_scheduled(self, pod: Any, condition: Any, nominated_node: str = "") -> None:
+        self.status_writes.append((pod.key, condition["message"], nominated_node))
+        super().patch_pod_scheduled(pod, condition, nominated_node)
+
+    def set_nominated_node(self, pod: Any, node: str | None) -> None:
+        self.nominations.append((pod.key, node))
+        super().set_nominated_node(pod, node)
+
+
+def test_an_unchanged_condition_is_not_written_again() -> None:
+    cluster = _CountingCluster([node_obj("a", 1000)], [pod_obj("p", "2")], [])
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    assert isinstance(sched.clock, FakeClock)
+    sched.clock.advance(301)  # parked longer than 5 min: tried again, fails the same way
+    assert sched.queue.flush_unschedulable() == 1
+    sched.run_until_settled()
+    assert len(sched.attempts.for_pod("default/p")) == 2
+    assert [key for key, _, _ in cluster.status_writes] == ["default/p"]  # once: same status, reason, message
+    cluster.add_node(node_obj("b", 500))  # tried again with another message: written again
+    sched.run_until_settled()
+    assert [key for key, _, _ in cluster.status_writes] == ["default/p", "default/p"]
+    assert "0/2 nodes are available" in cluster.status_writes[-1][1]
+
+
+def test_a_preemptors_nomination_is_written_with_its_condition() -> None:
+    cluster = _CountingCluster(
+        [node_obj("a", 1000)],
+        [pod_obj("low", "800m", priority=1, node="a"), pod_obj("p", "800m", priority=5)],
+        [],
+    )
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    assert cluster.status_writes[0][0] == "default/p" and cluster.status_writes[0][2] == "a"
+    assert ("default/p", "a") not in cluster.nominations  # no second write for the nomination
+    assert cluster.node_of("default/p") == "a"
