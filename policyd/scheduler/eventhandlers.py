@@ -303,6 +303,7 @@ class EventHandlers:
         cached = self.cache.pod(key)
         if cached is not None and not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
+            self.queue.victim_gone(key)
             self._move(EVENT_POD_ASSIGNED_DELETE)
             return
         self._pending_pod_gone(key)

@@ -50,6 +50,10 @@ class QueuedPod:
         return self.pod.key
 
 
+# a deletion that failed or whose event was lost delays its preemptor's next attempt at most this long
+VICTIMS_WAIT = 10.0
+
+
 @dataclass(frozen=True)
 class QueueConfig:
     """Backoff and flush timings (seconds)."""
@@ -59,6 +63,8 @@ class QueueConfig:
     unschedulable_max_stay: float = UNSCHEDULABLE_MAX_STAY
     backoff_flush_interval: float = BACKOFF_FLUSH_INTERVAL
     unschedulable_flush_interval: float = UNSCHEDULABLE_FLUSH_INTERVAL
+    # longest a preemptor waits for its victims to be seen deleted before events move it again
+    victims_wait: float = VICTIMS_WAIT
 
 
 @dataclass
@@ -109,6 +115,9 @@ class SchedulingQueue:
         self._last_backoff_flush = clock.now()
         self._last_unschedulable_flush = clock.now()
         self._nominated = _Nominated()
+        # preemptor -> (its victims not yet seen deleted, until when it waits for them); victim -> preemptor
+        self._awaiting: dict[str, tuple[set[str], float]] = {}
+        self._victim_of: dict[str, str] = {}
         self._closed = False
 
     # --- adding and popping ---
@@ -172,7 +181,7 @@ class SchedulingQueue:
             qp.rejected_by = frozenset(rejected_by)
             qp.timestamp = now
             qp.backoff_expiry = now + self.backoff_duration(qp.attempts)
-            if self._move_request_cycle >= qp.popped_cycle:
+            if self._move_request_cycle >= qp.popped_cycle and not self._awaits_victims(qp.key):
                 self._push_backoff(qp)
             else:
                 qp.unschedulable_since = now
@@ -237,7 +246,7 @@ class SchedulingQueue:
             moved = 0
             for key in list(self._where.parked):
                 qp = self._pods[key]
-                if not self._wakes(qp, kind):
+                if not self._wakes(qp, kind) or self._awaits_victims(key):
                     continue
                 if match is not None and not match(qp):
                     continue
@@ -246,6 +255,49 @@ class SchedulingQueue:
             if moved:
                 log.debug("queue move event=%s moved=%d", kind, moved)
             return moved
+
+    # --- preemptors waiting for their victims ---
+
+    def await_victims(self, key: str, victims: Iterable[str]) -> None:
+        """The preemptor `key` had `victims` deleted: until each of them is seen gone (`victim_gone`),
+        or `victims_wait` passed, cluster events do not move it (another pod's deletion would have it
+        tried, fail and preempt again while its own victims are still in the cache, as kube-scheduler's
+        asynchronous preemption keeps a preemptor back while its API calls are in flight)."""
+        pending = set(victims)
+        if not pending:
+            return
+        with self._lock:
+            self._awaiting[key] = (pending, self._clock.now() + self._config.victims_wait)
+            for victim in pending:
+                self._victim_of[victim] = key
+
+    def victim_gone(self, victim: str) -> None:
+        """A victim was seen deleted: once the last of its preemptor's victims is gone, the preemptor
+        moves with the deletion's event (AssignedPodDelete) as any parked pod does."""
+        with self._lock:
+            key = self._victim_of.pop(victim, None)
+            entry = None if key is None else self._awaiting.get(key)
+            if key is None or entry is None:
+                return
+            entry[0].discard(victim)
+            if not entry[0]:
+                del self._awaiting[key]
+
+    def _awaits_victims(self, key: str) -> bool:
+        entry = self._awaiting.get(key)
+        if entry is None:
+            return False
+        if self._clock.now() < entry[1]:
+            return True
+        self._forget_victims_locked(key)
+        return False
+
+    def _forget_victims_locked(self, key: str) -> None:
+        entry = self._awaiting.pop(key, None)
+        if entry is not None:
+            for victim in entry[0]:
+                if self._victim_of.get(victim) == key:
+                    del self._victim_of[victim]
 
     # --- periodic flushes ---
 
@@ -403,6 +455,7 @@ class SchedulingQueue:
     def _remove_locked(self, key: str) -> None:
         self._pods.pop(key, None)
         self._where.pop(key, None)
+        self._forget_victims_locked(key)
 
     def _clear_nomination_locked(self, key: str) -> None:
         node = self._nominated.node_of.pop(key, None)

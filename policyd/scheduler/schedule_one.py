@@ -286,6 +286,7 @@ class SchedulingCycle(EventHandlers):
                 self.queue.clear_nomination(other.key)
                 self.backend.set_nominated_node(other, None)
         self.queue.nominate(pod, candidate.node)  # written with the PodScheduled condition
+        self.queue.await_victims(pod.key, [victim.key for victim in candidate.victims])
         log.info("preempting pod=%s node=%s victims=%d", pod.key, candidate.node, len(candidate.victims))
 
     def _assume_and_permit(self, queued: QueuedPod, profile: CompiledProfile, node: str) -> None:

@@ -161,3 +161,53 @@ def test_gated_pod_waits_apart_until_its_gates_are_removed() -> None:
     assert [qp.key for qp in q.gated_pods()] == []
     popped = q.pop()
     assert popped is not None and popped.key == "default/g" and popped.attempts == 1
+
+
+def test_a_preemptor_waits_for_its_own_victims_not_for_any_deletion() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("preemptor", priority=10), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.await_victims(qp.key, ["default/v1", "default/v2"])
+    q.move_on_event(EVENT_POD_ASSIGNED_DELETE)  # another preemptor's victim, during this cycle
+    q.add_unschedulable(qp, [FIT])
+    assert q.pending()["unschedulable"] == 1  # parked, not sent to backoffQ by that event
+    clock.advance(2)
+    q.victim_gone("default/other-victim")
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 0
+    q.victim_gone("default/v1")
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 0  # v2 still in the cache
+    q.victim_gone("default/v2")
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 1
+    popped = q.pop()
+    assert popped is not None and popped.key == "default/preemptor"
+
+
+def test_a_preemptor_whose_victims_are_not_seen_gone_moves_again_after_the_wait() -> None:
+    q, clock = make_queue()
+    q.add(FakePod("preemptor", priority=10), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.await_victims(qp.key, ["default/v1"])
+    q.add_unschedulable(qp, [FIT])
+    clock.advance(QueueConfig().victims_wait - 0.1)
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 0
+    clock.advance(0.2)
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 1
+    q.victim_gone("default/v1")  # late: nothing left to wait for
+    assert q.pop() is not None
+
+
+def test_a_deleted_preemptor_stops_waiting() -> None:
+    q, _ = make_queue()
+    q.add(FakePod("preemptor", priority=10), PROFILE)
+    qp = q.pop()
+    assert qp
+    q.await_victims(qp.key, ["default/v1"])
+    q.add_unschedulable(qp, [FIT])
+    q.delete(qp.key)
+    q.add(FakePod("preemptor", priority=10), PROFILE)  # re-created under the same name
+    again = q.pop()
+    assert again is not None
+    q.add_unschedulable(again, [FIT])
+    assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 1
