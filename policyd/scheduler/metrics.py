@@ -11,6 +11,7 @@ get their own.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -47,6 +48,7 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.schedule_attempts = Counter(
             KUBE + "schedule_attempts_total",
             "Number of attempts to schedule pods, by the result and profile.",
@@ -172,15 +174,24 @@ class SchedulerMetrics:
 
     # ---- recording helpers (what the runtime calls) ------------------------------------------------
 
+    def _child(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)` (label values in the metric's label order), looked up once: the
+        client's `labels` validates and locks on every call, a dozen times per scheduled pod."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
     def observe_attempt(self, result: str, profile: str, seconds: float) -> None:
         """One scheduling attempt finished with `result` (scheduled / unschedulable / error)."""
-        self.schedule_attempts.labels(result=result, profile=profile).inc()
-        self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+        self._child(self.schedule_attempts, result, profile).inc()
+        self._child(self.scheduling_attempt_duration, result, profile).observe(seconds)
 
     def observe_scheduled(self, attempts: int, seconds_since_queued: float) -> None:
         """A pod was bound after `attempts` attempts, `seconds_since_queued` after it entered the queue."""
         label = str(attempts) if attempts < MAX_ATTEMPTS_LABEL else f"{MAX_ATTEMPTS_LABEL}+"
-        self.pod_scheduling_sli_duration.labels(attempts=label).observe(seconds_since_queued)
+        self._child(self.pod_scheduling_sli_duration, label).observe(seconds_since_queued)
         self.pod_scheduling_attempts.observe(attempts)
 
     def set_unschedulable(self, counts: Mapping[tuple[str, str], int]) -> None:
@@ -195,9 +206,9 @@ class SchedulerMetrics:
         self, extension_point: str, status: str, profile: str, seconds: float
     ) -> None:
         """All rules of one extension point (Filter, Score, PostFilter, ...) of one attempt took `seconds`."""
-        self.framework_extension_point_duration.labels(
-            extension_point=extension_point, status=status, profile=profile
-        ).observe(seconds)
+        self._child(self.framework_extension_point_duration, extension_point, status, profile).observe(
+            seconds
+        )
 
     def observe_permit_wait(self, result: str, seconds: float) -> None:
         """A pod waited `seconds` at permit and was then allowed or rejected (`result`)."""
@@ -216,7 +227,7 @@ class SchedulerMetrics:
 
     def incoming(self, queue: str, event: str) -> None:
         """A pod entered `queue` because of `event` (PodAdd, NodeAdd, ScheduleAttemptFailure...)."""
-        self.queue_incoming_pods.labels(queue=queue, event=event).inc()
+        self._child(self.queue_incoming_pods, queue, event).inc()
 
     def observe_preemption(self, victims: int) -> None:
         """One preemption attempt that selected `victims` pods."""
@@ -227,13 +238,11 @@ class SchedulerMetrics:
         self, policy: str, rule: str, extension_point: str, seconds: float, status: str = "Success"
     ) -> None:
         """One evaluation of a rule (filter / score / ...) took `seconds`."""
-        self.plugin_execution_duration.labels(
-            plugin=f"{policy}/{rule}", extension_point=extension_point, status=status
-        ).observe(seconds)
-        self.rule_evaluations.labels(policy=policy, rule=rule, extension_point=extension_point).inc()
-        self.rule_evaluation_duration.labels(policy=policy, rule=rule, extension_point=extension_point).inc(
+        self._child(self.plugin_execution_duration, f"{policy}/{rule}", extension_point, status).observe(
             seconds
         )
+        self._child(self.rule_evaluations, policy, rule, extension_point).inc()
+        self._child(self.rule_evaluation_duration, policy, rule, extension_point).inc(seconds)
 
     def observe_reload(self, ok: bool, generation: int | None = None) -> None:
         """A policy load/reload finished; on success `generation` is the new set's generation."""
