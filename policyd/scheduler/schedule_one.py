@@ -26,6 +26,7 @@ from typing import Any
 from policyd.errors import PolicydError
 from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
 from policyd.scheduler.algorithm.feasibility import nominated_evaluator
+from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
 from policyd.scheduler.attempts import (
     Attempt,
@@ -69,6 +70,7 @@ class SchedulingCycle(EventHandlers):
     algorithm: Algorithm
     _cluster_functions: ClusterFunctionsFactory
     preemption_cache: DryRunCache | None
+    nominated_rows: NominatedRows
     _pending_refreshed: float
 
     # ------------------------------------------------------------------ the cycle
@@ -199,7 +201,7 @@ class SchedulingCycle(EventHandlers):
             snapshot,
             cluster,
             self.queue.nominated_pods,
-            self.queue.nominated_nodes,
+            self.nominated_rows.sync(snapshot, self.queue),
             nominated_node=nominated,
             explain=self.options.explain,
         )
@@ -226,7 +228,7 @@ class SchedulingCycle(EventHandlers):
                     lambda: cluster.reads_pods(pod.cel),
                     nominated_evaluator(profile, pod, cluster),
                     cache,
-                    self.queue.nominated_nodes,
+                    self.nominated_rows.sync(snapshot, self.queue),
                 )
             )
             outcome = find_preemption(

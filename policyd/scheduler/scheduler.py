@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from policyd.framework import CompiledPolicySet
+from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import GroupCache
 from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.attempts import AttemptLog
@@ -82,6 +83,7 @@ class Scheduler(SchedulingCycle):
             groups=GroupCache() if self.options.reuse_node_results else None,
         )
         self.preemption_cache = DryRunCache() if self.options.reuse_node_results else None
+        self.nominated_rows = NominatedRows()  # the queue's nominations per snapshot row
         self._inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._inbox_lock = threading.Condition()
         self.synced = threading.Event()

@@ -36,7 +36,6 @@ from policyd.scheduler.algorithm.failures import DeferredFailures
 from policyd.scheduler.algorithm.feasibility import (
     NominatedEvaluator,
     NominatedLookup,
-    NominatedNodes,
     filter_all_with_others,
     filter_with_nominated,
     filter_with_others,
@@ -44,6 +43,7 @@ from policyd.scheduler.algorithm.feasibility import (
     nominated_others,
     num_feasible_nodes_to_find,
 )
+from policyd.scheduler.algorithm.nominated import NominatedRows, NominatedVerdictCache, NominatedVerdicts
 from policyd.scheduler.algorithm.reuse import (
     DEFERRED,
     OWN,
@@ -142,6 +142,7 @@ class Algorithm:
         self.columns = ColumnSync()
         self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
         self._fail_ratio = 0.0  # the share of failing nodes in recent windows (a moving average)
+        self.nominated_verdicts = NominatedVerdictCache()
 
     def schedule_pod(
         self,
@@ -151,14 +152,14 @@ class Algorithm:
         snapshot: Snapshot,
         cluster: ClusterFunctions,
         nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        nominated_rows: NominatedRows,
         nominated_node: str = "",
         explain: bool = False,
     ) -> ScheduleResult:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         t0 = time.perf_counter()
         placing = _Placing(profile, evaluator, pod, snapshot, nominated_evaluator(profile, pod, cluster))
-        found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node, explain)
+        found = self._feasible_nodes(placing, nominated, nominated_rows, nominated_node, explain)
         verdicts = self._verdicts(placing, found, nominated) if explain else {}
         applied = tuple(profile.policies[k] for k in evaluator.applied()) if explain else None
         filter_seconds = time.perf_counter() - t0
@@ -185,7 +186,7 @@ class Algorithm:
         self,
         p: _Placing,
         nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        nominated_rows: NominatedRows,
         nominated_node: str,
         explain: bool,
     ) -> _Filtered:
@@ -208,7 +209,8 @@ class Algorithm:
             results = groups.group(profile, signature, snapshot)
         results.use_filter_values(evaluator.prepare("filter"))
         evaluator.track_cluster()
-        return self._find_feasible(p, results, nominated, nominated_nodes, explain)
+        shared = groups is not None and signature is not None
+        return self._find_feasible(p, results, nominated_rows, shared, explain)
 
     # -- filter --------------------------------------------------------------------------------------
 
@@ -216,8 +218,8 @@ class Algorithm:
         self,
         p: _Placing,
         g: NodeResults,
-        nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        nominated_rows: NominatedRows,
+        shared: bool,
         explain: bool,
     ) -> _Filtered:
         """Walk the window from the round-robin start until enough feasible nodes are found.
@@ -230,18 +232,26 @@ class Algorithm:
         n = len(nodes)
         limit = num_feasible_nodes_to_find(n, self._percentage)
         start = self._next_start % n
-        # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod
-        special: dict[int, list[PodInfoLike]] = {}
-        for name in nominated_nodes():
-            others = nominated_others(pod, nominated(name))
-            row = snapshot.row(name)
-            if others and row is not None:
-                special[row] = others
+        # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod,
+        # but the group's verdicts on unchanged plain rows (`shared`: g is a group's) are kept
+        plain, special = nominated_rows.split(pod, shared and p.with_nominated.adds_nothing(()))
         status = g.status
         local = status.copy()
+        own: list[FilterFailure] = []  # failures of this pod only (codes OWN, OWN - 1, ...)
+        kept: NominatedVerdicts | None = None
+        unheld: set[int] = set()
+        if plain.size:
+            kept = self.nominated_verdicts.of(g, n, evaluator.prepare("filter"))
+            held = kept.known(plain, snapshot.versions, nominated_rows.stamps)
+            unheld = set(plain[~held].tolist())
+            special.update((row, list(nominated_rows.pods[row])) for row in unheld)
+            rows, passed = plain[held], kept.passed[plain[held]]
+            local[rows[passed]] = PASS
+            failing = rows[~passed]
+            local[failing] = OWN - len(own) - np.arange(len(failing))
+            own.extend(kept.verdicts[failing].tolist())
         if special:
             local[list(special)] = UNKNOWN
-        own: list[FilterFailure] = []  # failures of this pod only (codes OWN, OWN - 1, ...)
         ordered = local
         end = n - 1
         while True:
@@ -278,7 +288,8 @@ class Algorithm:
             for pos in unknown.tolist():
                 row = pos + start - n if pos + start >= n else pos + start
                 if row in special:
-                    failure = self._filter_nominated(p, g, row, special[row])
+                    plain_kept = kept if row in unheld else None
+                    failure = self._filter_nominated(p, g, row, special[row], plain_kept, nominated_rows)
                     cacheable = False
                 else:
                     evaluator.reset_cluster_called()
@@ -334,24 +345,34 @@ class Algorithm:
 
     @staticmethod
     def _filter_nominated(
-        p: _Placing, g: NodeResults, row: int, others: list[PodInfoLike]
+        p: _Placing,
+        g: NodeResults,
+        row: int,
+        others: list[PodInfoLike],
+        kept: NominatedVerdicts | None = None,
+        nominated_rows: NominatedRows | None = None,
     ) -> FilterFailure | None:
         """The verdict on a node with the nominated pods `others` counted, reused while the node, the
         nominated pods and the pod-only values of the first pass are the same. When `others` change
         no pod-only value (`adds_nothing`) the pod's own evaluator decides the first pass too (values
-        None: the group's), unless a node evaluation calls the cluster functions."""
+        None: the group's), unless a node evaluation calls the cluster functions; such a verdict on a
+        plain row goes to `kept` too (with the row's stamp in `nominated_rows`)."""
         evaluator, snapshot = p.evaluator, p.snapshot
         node = snapshot.nodes()[row]
         if p.with_nominated.adds_nothing(others):
             version = int(snapshot.versions[row])
             hit = g.nominated.get(row)
             if hit is not None and hit.holds(version, others, None):
-                return hit.verdict
-            evaluator.reset_cluster_called()
-            failure = filter_with_others(evaluator, node, others, evaluator)
-            if not evaluator.cluster_called:
+                failure = hit.verdict
+            else:
+                evaluator.reset_cluster_called()
+                failure = filter_with_others(evaluator, node, others, evaluator)
+                if evaluator.cluster_called:
+                    return failure
                 g.nominated[row] = NominatedVerdict.of(version, others, None, failure)
-                return failure
+            if kept is not None and nominated_rows is not None:
+                kept.keep(row, version, int(nominated_rows.stamps[row]), failure)
+            return failure
         first = p.with_nominated(node, others)
         values = first.prepare("filter")
         first.track_cluster()
