@@ -25,9 +25,10 @@ from typing import Any
 
 from policyd.errors import PolicydError
 from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
+from policyd.scheduler.algorithm.failures import failure_counts
 from policyd.scheduler.algorithm.feasibility import nominated_evaluator
 from policyd.scheduler.algorithm.nominated import NominatedRows
-from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
+from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult
 from policyd.scheduler.attempts import (
     Attempt,
     AttemptLog,
@@ -215,6 +216,7 @@ class SchedulingCycle(EventHandlers):
         attempt: Attempt,
     ) -> None:
         pod = queued.pod
+        failures = failure_counts(result.failures.values())
         if len(snapshot) == 0:
             message = NO_NODES_MESSAGE
         else:
@@ -255,14 +257,14 @@ class SchedulingCycle(EventHandlers):
                 attempt.nominated_node = outcome.candidate.node
                 attempt.victims = [v.key for v in outcome.candidate.victims]
             message = fit_error_message(
-                len(snapshot), reasons_by_node(result.failures), post_filter=outcome.message
+                len(snapshot), [(f.reasons, nodes) for f, nodes in failures], post_filter=outcome.message
             )
         attempt.message = message
         self.attempts.add(attempt)
         log.info("unschedulable pod=%s attempt=%d message=%r", pod.key, queued.attempts, message)
         self.backend.record_event(pod, "Warning", "FailedScheduling", message)
         self.backend.patch_pod_scheduled(pod, unschedulable_condition(message))
-        self._requeue_unschedulable(queued, {f.rule for f in result.failures.values()})
+        self._requeue_unschedulable(queued, {f.rule for f, _ in failures})
 
     def _requeue_unschedulable(self, queued: QueuedPod, rules: set[Any]) -> None:
         limit = self.options.max_attempts
