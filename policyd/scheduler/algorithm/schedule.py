@@ -143,6 +143,7 @@ class Algorithm:
         self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
         self._fail_ratio = 0.0  # the share of failing nodes in recent windows (a moving average)
         self.nominated_verdicts = NominatedVerdictCache()
+        self._names: tuple[tuple[str, ...], npt.NDArray[np.object_]] = ((), np.zeros(0, dtype=object))
 
     def schedule_pod(
         self,
@@ -211,6 +212,13 @@ class Algorithm:
         evaluator.track_cluster()
         shared = groups is not None and signature is not None
         return self._find_feasible(p, results, nominated_rows, shared, explain)
+
+    def _name_column(self, snapshot: Snapshot) -> npt.NDArray[np.object_]:
+        """The snapshot's node names as a column (kept while its names are the same tuple)."""
+        names = snapshot.names()
+        if self._names[0] is not names:
+            self._names = (names, np.array(names, dtype=object))
+        return self._names[1]
 
     # -- filter --------------------------------------------------------------------------------------
 
@@ -318,18 +326,22 @@ class Algorithm:
         self._next_start = (start + evaluated) % n
         rows = np.flatnonzero(window == PASS) + start
         rows[rows >= n] -= n
-        failures: dict[str, FilterFailure] = {}
-        order: list[str] = []
-        deferred: list[int] = []
-        for pos in np.flatnonzero(window != PASS).tolist():
-            row = pos + start - n if pos + start >= n else pos + start
-            code = int(window[pos])
-            name = nodes[row].name
-            order.append(name)
-            if code == DEFERRED:
-                deferred.append(row)
-            else:
-                failures[name] = g.failures[code] if code >= 0 else own[OWN - code]
+        # the failing rows in window order, their failures read from the group's and the pod's own
+        # (one column operation per step: a pod that fits nowhere has a failure on every node)
+        positions = np.flatnonzero(window != PASS)
+        codes = window[positions]
+        failing = positions + start
+        failing[failing >= n] -= n
+        order = self._name_column(snapshot)[failing].tolist()
+        later = codes == DEFERRED
+        deferred: list[int] = failing[later].tolist()
+        codes = codes[~later]
+        table = g.failures + own
+        at = np.where(codes >= 0, codes, len(g.failures) + OWN - codes).tolist()
+        named = (
+            order if not deferred else [name for name, d in zip(order, later.tolist(), strict=True) if not d]
+        )
+        failures: dict[str, FilterFailure] = dict(zip(named, map(table.__getitem__, at), strict=True))
         found: Mapping[str, FilterFailure] = failures
         if deferred:
             pending = DeferredFailures(evaluator, order, failures, [nodes[row] for row in deferred])
@@ -562,8 +574,3 @@ class Algorithm:
                 if row in huge:
                     matrix[i] = huge[row]
         return matrix
-
-
-def reasons_by_node(failures: Mapping[str, FilterFailure]) -> dict[str, tuple[str, ...]]:
-    """Failure reasons per node name (for FailedScheduling messages)."""
-    return {name: f.reasons for name, f in failures.items()}
