@@ -18,6 +18,7 @@ values stay the same, so that a pod learns those of unchanged plain rows in one 
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -146,7 +147,7 @@ class NominatedVerdicts:
     version and nomination stamp each was decided on, and the verdict (None: passed)."""
 
     def __init__(self, owner: NodeResults, rows: int, values: Any) -> None:
-        self.owner = owner  # the group's node results these verdicts belong beside
+        self.owner = weakref.ref(owner)  # the group's node results these verdicts belong beside
         self.values = values
         self.text = _text(values)
         self.versions: npt.NDArray[np.int64] = np.full(rows, NONE, dtype=np.int64)
@@ -167,8 +168,8 @@ class NominatedVerdicts:
 
 
 class NominatedVerdictCache:
-    """`NominatedVerdicts` per group (identified by its node results object); the least recently used
-    beyond `capacity` are dropped."""
+    """`NominatedVerdicts` per group (identified by its node results object, not kept alive by them);
+    the least recently used beyond `capacity` are dropped."""
 
     def __init__(self, capacity: int = MAX_GROUPS) -> None:
         self.capacity = capacity
@@ -181,7 +182,7 @@ class NominatedVerdictCache:
         kept = self._groups.get(key)
         if (
             kept is None
-            or kept.owner is not owner
+            or kept.owner() is not owner
             or len(kept.versions) != rows
             or not same_values(values, kept.values, kept.text)
         ):
