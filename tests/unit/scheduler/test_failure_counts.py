@@ -4,10 +4,12 @@ counting every node gives; equal failures of the generated functions are one obj
 from __future__ import annotations
 
 from collections import Counter
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policyd.evaluation import generated
 from policyd.evaluation.generated import shared_failure
 from policyd.framework import FilterFailure, RuleRef
 from policyd.scheduler.algorithm.failures import failure_counts
@@ -49,6 +51,7 @@ def test_counts_per_distinct_failure_give_the_per_node_message(failures: list[Fi
     assert got == _message_counting_every_node(len(failures) + 1, failures)
 
 
+@mock.patch.dict(generated._failures, clear=True)  # not emptied for being full during the test
 def test_equal_failures_are_one_object() -> None:
     a = shared_failure(RULES[0], ("Insufficient cpu",), False, False)
     assert shared_failure(RULES[0], ("Insufficient cpu",), False, False) is a
