@@ -21,6 +21,27 @@ from policyd.evaluation.code import UNSET, CompiledPolicy, RuleLayout
 from policyd.evaluation.vectorised import Part, VectorisedEvaluator
 
 _MISSING = object()
+# equal failures are one object: the nodes a pod fails on alike share it, so that counting failures
+# (FailedScheduling messages, the rules that rejected a pod) counts a few identities, not every node
+MAX_SHARED_FAILURES = 4096
+_failures: dict[tuple[Any, ...], pl.FilterFailure] = {}
+
+
+def shared_failure(
+    rule: pl.RuleRef, reasons: tuple[str, ...], error: bool, unresolvable: bool
+) -> pl.FilterFailure:
+    """The one `FilterFailure` of these fields (and this very rule object); the table is emptied
+    when full."""
+    key = (id(rule), rule, reasons, error, unresolvable)
+    try:
+        failure = _failures.get(key)
+    except TypeError:  # a reason that is no string: unshared
+        return pl.FilterFailure(rule, reasons, error=error, unresolvable=unresolvable)
+    if failure is None:
+        if len(_failures) >= MAX_SHARED_FAILURES:
+            _failures.clear()
+        failure = _failures[key] = pl.FilterFailure(rule, reasons, error=error, unresolvable=unresolvable)
+    return failure
 
 
 class ClusterCalls:
@@ -138,9 +159,7 @@ class GeneratedEvaluator:
             failed = code.filter(self.pod, self.cluster, node, pod_slots, slots[i])
             if failed is not None:
                 index, reasons, error, unresolvable = failed
-                return pl.FilterFailure(
-                    code.filters[index], tuple(reasons), error=error, unresolvable=unresolvable
-                )
+                return shared_failure(code.filters[index], tuple(reasons), error, unresolvable)
         return None
 
     def filter_all(self, node: pl.CelObject) -> list[pl.FilterResult]:

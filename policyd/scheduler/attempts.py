@@ -27,9 +27,13 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 
 
 def fit_error_message(
-    num_nodes: int, reasons: Mapping[str, Sequence[str]], pre_filter: str = "", post_filter: str = ""
+    num_nodes: int,
+    reasons: Iterable[tuple[Sequence[str], int]],
+    pre_filter: str = "",
+    post_filter: str = "",
 ) -> str:
-    """`0/N nodes are available: <count> <reason>, ....` as kube-scheduler's FitError.Error().
+    """`0/N nodes are available: <count> <reason>, ....` as kube-scheduler's FitError.Error();
+    `reasons`: the failing nodes' reasons, each with the number of nodes that gave them.
 
     Example: `0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint {dedicated:
     gpu}. preemption: 0/5 nodes are available: 5 No preemption victims found for incoming pod.`
@@ -39,9 +43,9 @@ def fit_error_message(
         msg += f" {pre_filter}."
     else:
         histogram: Counter[str] = Counter()
-        for node_reasons in reasons.values():
+        for node_reasons, nodes in reasons:
             for reason in node_reasons:
-                histogram[reason] += 1
+                histogram[reason] += nodes
         parts = sorted(f"{count} {reason}" for reason, count in histogram.items())
         if parts:
             msg += f" {', '.join(parts)}."
@@ -50,9 +54,9 @@ def fit_error_message(
     return msg
 
 
-def preemption_message(num_nodes: int, statuses: Mapping[str, Sequence[str]]) -> str:
+def preemption_message(num_nodes: int, statuses: Mapping[str, tuple[str, ...]]) -> str:
     """The PostFilter message of a failed preemption: `preemption: 0/N nodes are available: ...`."""
-    return "preemption: " + fit_error_message(num_nodes, statuses)
+    return "preemption: " + fit_error_message(num_nodes, Counter(statuses.values()).items())
 
 
 def scheduled_message(pod_key: str, node: str) -> str:

@@ -87,8 +87,14 @@ class PreemptionOutcome:
 
     candidate: Candidate | None
     message: str = ""
-    statuses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # gives `statuses` when first read (a preemptor that found a candidate rarely needs them)
+    statuses_of: Callable[[], dict[str, tuple[str, ...]]] = field(default=dict, compare=False, repr=False)
     candidates: list[Candidate] = field(default_factory=list)
+
+    @functools.cached_property
+    def statuses(self) -> dict[str, tuple[str, ...]]:
+        """Why preemption cannot help, per node judged without a candidate."""
+        return self.statuses_of()
 
 
 def eligible_to_preempt(profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> str | None:
@@ -271,6 +277,7 @@ class ExactJudge:
 
 
 _UNRESOLVABLE = operator.attrgetter("unresolvable")
+_REASONS = operator.attrgetter("reasons")
 
 
 def _potential_rows(snapshot: Snapshot, failures: Mapping[str, FilterFailure]) -> tuple[IntpArray, list[str]]:
@@ -345,8 +352,18 @@ def find_preemption(
     judged, codes, outcomes = _scan(judge, order, wanted)
     candidates: list[Candidate] = [o.candidate for o in outcomes[codes == CANDIDATE].tolist()]
     names, helpless = snapshot.names(), codes == NO_CANDIDATE
-    for row, outcome in zip(order[:judged][helpless].tolist(), outcomes[helpless].tolist(), strict=True):
-        statuses[names[row]] = outcome.reasons
+
+    def statuses_of() -> dict[str, tuple[str, ...]]:
+        statuses.update(
+            zip(
+                map(names.__getitem__, order[:judged][helpless].tolist()),
+                map(_REASONS, outcomes[helpless].tolist()),
+                strict=True,
+            )
+        )
+        return statuses
+
     if not candidates:
-        return PreemptionOutcome(None, preemption_message(len(snapshot), statuses), statuses)
-    return PreemptionOutcome(pick_candidate(candidates), "", statuses, candidates)
+        found = statuses_of()
+        return PreemptionOutcome(None, preemption_message(len(snapshot), found), lambda: found)
+    return PreemptionOutcome(pick_candidate(candidates), "", statuses_of, candidates)

@@ -17,10 +17,12 @@ cache generation and the same pods nominated to it that count for the preemptor 
 pod-only values of the first filter pass); outcomes computed with a cluster function call per node
 are not kept. 1000 identical preemptors thus dry-run each node once, and again only where it changed.
 
-The outcomes of rows no pod is nominated to are kept as columns (row version, outcome code, outcome),
-so a preemptor's dry run learns them for every row at once (`RowJudge.known`: one comparison of the
-version columns); rows with nominated pods, or whose version moved, are decided row by row
-(`RowJudge.decide`), and only those the one-by-one walk reaches (`preemption._scan`).
+The outcomes of rows where no nominated pod counts for the preemptor, and of plain rows (every pod
+nominated there counts, none has inter-pod (anti-)affinity terms: policyd.scheduler.algorithm.nominated),
+are kept as columns (row version, the row's nomination stamp or NO_OTHERS, outcome code, outcome), so a
+preemptor's dry run learns them for every row at once (`RowJudge.known`: one comparison of the version
+and stamp columns); other rows with nominated pods, or rows whose version or stamp moved, are decided
+row by row (`RowJudge.decide`), and only those the one-by-one walk reaches (`preemption._scan`).
 """
 
 from __future__ import annotations
@@ -35,12 +37,8 @@ import numpy.typing as npt
 
 from policyd.cel.values import freeze
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
-from policyd.scheduler.algorithm.feasibility import (
-    NominatedEvaluator,
-    NominatedNodes,
-    filter_with_others,
-    nominated_others,
-)
+from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, filter_with_others
+from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import same_values
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.pdb import DisruptionBudget
@@ -88,12 +86,16 @@ class _Entry:
 
 
 NONE = -2  # no outcome kept for the row (snapshot versions are >= 0)
+# what a row's outcome was decided with besides the row (`DryRunGroup.tags`), when not a plain row's
+# nomination stamp (>= 0): no nominated pod counted; nominated pods of a row that is not plain
+NO_OTHERS, PER_ROW = -1, -3
 
 
 class DryRunGroup:
     """The outcomes a group of equivalent preemptors learnt, per snapshot row of one layout: those of
-    nodes without nominated pods that count as columns (row version, outcome code, outcome) told in
-    bulk, those of nodes with such pods per row (`_Entry`)."""
+    rows without nominated pods that count and of plain rows as columns (row version, tag: NO_OTHERS
+    or the nomination stamp, outcome code, outcome) told in bulk, those of other rows with nominated
+    pods that count per row (`_Entry`)."""
 
     def __init__(
         self,
@@ -110,6 +112,7 @@ class DryRunGroup:
         self.budgets = budgets
         self.allowed = allowed
         self.versions: npt.NDArray[np.int64] = np.full(rows, NONE, dtype=np.int64)
+        self.tags: npt.NDArray[np.int64] = np.full(rows, PER_ROW, dtype=np.int64)
         self.codes: Int8Array = np.full(rows, UNDECIDED, dtype=np.int8)
         self.outcomes: ObjectArray = np.full(rows, None, dtype=object)
         self.entries: dict[int, _Entry] = {}
@@ -133,15 +136,23 @@ class DryRunGroup:
         )
 
     def keep(
-        self, row: int, version: int, others: Sequence[PodInfoLike], first_values: Any, outcome: NodeOutcome
+        self,
+        row: int,
+        version: int,
+        tag: int,
+        others: Sequence[PodInfoLike],
+        first_values: Any,
+        outcome: NodeOutcome,
     ) -> None:
-        """Remember `outcome`, decided on row version `version` with `others` nominated there."""
-        if others:
+        """Remember `outcome`, decided on row version `version` with `others` nominated there (`tag`:
+        NO_OTHERS, the plain row's stamp, or PER_ROW)."""
+        if tag == PER_ROW:
             self.entries[row] = _Entry(version, tuple(others), _any_affinity(others), first_values, outcome)
             self.versions[row] = NONE
             return
         self.entries.pop(row, None)
         self.versions[row] = version
+        self.tags[row] = tag
         self.codes[row] = NO_CANDIDATE if outcome.candidate is None else CANDIDATE
         self.outcomes[row] = outcome
 
@@ -209,7 +220,7 @@ class SharedCycle:
     reads_pods: Callable[[], bool]  # whether its pod-only state counted pods (asked after prepare)
     first_evaluator: NominatedEvaluator  # first filter passes with nominated pods, same cluster functions
     cache: DryRunCache
-    nominated_nodes: NominatedNodes  # the nodes some pod is nominated to
+    nominated_rows: NominatedRows  # the pods nominated to each row, as the dry run's lookup has them
 
     def judge(self, dry_run: DryRun) -> RowJudge:
         """The row judge of `dry_run`: the exact path unless the what-ifs count no pods."""
@@ -227,7 +238,8 @@ class SharedCycle:
 
 class _SharedJudge:
     """`RowJudge` over the cycle's evaluator: outcomes kept by the group told in bulk for rows without
-    nominated pods, checked one by one where pods are nominated, dry-run otherwise."""
+    nominated pods that count and plain rows, checked one by one on other rows with nominated pods,
+    dry-run otherwise."""
 
     def __init__(self, cycle: SharedCycle, dry_run: DryRun, group: DryRunGroup | None) -> None:
         self.cycle = cycle
@@ -236,15 +248,20 @@ class _SharedJudge:
         snapshot = dry_run.snapshot
         self.nodes = snapshot.nodes()
         self.versions = snapshot.versions
-        self.nominated = np.zeros(len(snapshot), dtype=bool)  # rows some pod is nominated to
-        self.nominated[[row for row in map(snapshot.row, cycle.nominated_nodes()) if row is not None]] = True
+        rows = cycle.nominated_rows
+        plain, self.others = rows.split(dry_run.pod, True)
+        self.tags = np.full(len(snapshot), NO_OTHERS, dtype=np.int64)  # per row, as `DryRunGroup.tags`
+        self.tags[plain] = rows.stamps[plain]
+        self.tags[list(self.others)] = PER_ROW
+        self.pods = rows.pods
 
     def known(self, rows: IntpArray) -> tuple[Int8Array, ObjectArray]:
-        """The group's outcomes of unchanged rows that no pod is nominated to."""
+        """The group's outcomes of unchanged rows without nominated pods that count, or plain."""
         group = self.group
         if group is None:
             return np.full(len(rows), UNDECIDED, dtype=np.int8), np.full(len(rows), None, dtype=object)
-        holds = (group.versions[rows] == self.versions[rows]) & ~self.nominated[rows]
+        tags = self.tags[rows]
+        holds = (group.versions[rows] == self.versions[rows]) & (group.tags[rows] == tags) & (tags != PER_ROW)
         self.cycle.cache.hits += int(np.count_nonzero(holds))
         codes, outcomes = group.codes[rows], group.outcomes[rows]  # copies
         codes[~holds] = UNDECIDED
@@ -254,18 +271,16 @@ class _SharedJudge:
     def decide(self, rows: Sequence[int]) -> list[NodeOutcome]:
         """The group's outcome of each row when it holds, else a dry run of the node (kept for the
         group unless it called the cluster functions)."""
-        dry_run, group, cache = self.dry_run, self.group, self.cycle.cache
-        pod, nominated, nodes = dry_run.pod, dry_run.nominated, self.nodes
+        group, cache, nodes = self.group, self.cycle.cache, self.nodes
         if group is None:
-            return [
-                self._fresh(nodes[row], nominated_others(pod, nominated(nodes[row].name)))[0] for row in rows
-            ]
+            return [self._fresh(nodes[row], self._others(row))[0] for row in rows]
         decided: list[NodeOutcome] = []
-        for row, version in zip(rows, self.versions[rows].tolist(), strict=True):
+        tags = self.tags[rows].tolist()
+        for row, version, tag in zip(rows, self.versions[rows].tolist(), tags, strict=True):
             node = nodes[row]
-            others = nominated_others(pod, nominated(node.name))
+            others = self._others(row)
             first_values = None
-            if others:
+            if tag == PER_ROW:
                 hit = group.entries.get(row)
                 known = hit is not None and hit.decided_with(version, others)
                 if hit is not None and known and not hit.affine:
@@ -278,18 +293,25 @@ class _SharedJudge:
                         cache.hits += 1
                         decided.append(hit.outcome)
                         continue
-            elif group.versions[row] == version:
+            elif group.versions[row] == version and group.tags[row] == tag:
                 cache.hits += 1
                 decided.append(group.outcomes[row])
                 continue
             outcome, keep = self._fresh(node, others)
             cache.computed += 1
             if keep:
-                group.keep(row, version, others, first_values, outcome)
+                group.keep(row, version, tag, others, first_values, outcome)
             else:
                 group.drop(row)
             decided.append(outcome)
         return decided
+
+    def _others(self, row: int) -> list[PodInfoLike]:
+        """The pods nominated to `row` that count for the preemptor (feasibility.nominated_others)."""
+        tag = self.tags[row]
+        if tag == NO_OTHERS:
+            return []
+        return self.others[row] if tag == PER_ROW else list(self.pods[row])
 
     def _fresh(self, node: NodeInfoLike, others: Sequence[PodInfoLike]) -> tuple[NodeOutcome, bool]:
         """The outcome on `node` by the cycle's evaluator, and whether the group may keep it."""

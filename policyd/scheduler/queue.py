@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.framework import EVENT_POLICY_CHANGE, CompiledProfile, RuleRef
+from policyd.scheduler.algorithm.nominated import NominationChanges
 from policyd.scheduler.clock import Clock
 from policyd.scheduler.snapshot import PodInfoLike
 
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 BACKOFF_FLUSH_INTERVAL = 1.0
 UNSCHEDULABLE_FLUSH_INTERVAL = 30.0
 UNSCHEDULABLE_MAX_STAY = 300.0
+# nomination changes kept for `nominations_since`; a reader further behind gets every nominated node
+NOMINATION_LOG_LIMIT = 1 << 16
 
 
 @dataclass
@@ -71,6 +74,18 @@ class QueueConfig:
 class _Nominated:
     by_node: dict[str, dict[str, PodInfoLike]] = field(default_factory=dict)
     node_of: dict[str, str] = field(default_factory=dict)
+    version: int = 0  # changes so far
+    log: list[str] = field(default_factory=list)  # the node of each change after `base`
+    base: int = 0
+
+    def changed(self, node: str) -> None:
+        """Log a change of the pods nominated to `node` (the oldest half dropped beyond the limit)."""
+        self.version += 1
+        self.log.append(node)
+        if len(self.log) > NOMINATION_LOG_LIMIT:
+            drop = len(self.log) // 2
+            del self.log[:drop]
+            self.base += drop
 
 
 class _Placement(dict[str, str]):
@@ -357,6 +372,7 @@ class SchedulingQueue:
             self._clear_nomination_locked(pod.key)
             self._nominated.by_node.setdefault(node, {})[pod.key] = pod
             self._nominated.node_of[pod.key] = node
+            self._nominated.changed(node)
 
     def clear_nomination(self, key: str) -> None:
         """Forget the nomination of `key`."""
@@ -377,6 +393,21 @@ class SchedulingQueue:
         """Names of the nodes some pod is nominated to."""
         with self._lock:
             return [node for node, pods in self._nominated.by_node.items() if pods]
+
+    def nominations_since(self, version: int) -> NominationChanges:
+        """The pods now nominated to each node whose nominations changed after change `version` (to
+        every nominated node, `complete`, when the log no longer reaches back that far)."""
+        with self._lock:
+            nominated = self._nominated
+            by_node = nominated.by_node
+            if version == nominated.version:
+                return NominationChanges(version, {}, False)
+            if version < nominated.base or version > nominated.version:
+                pods = {node: tuple(on.values()) for node, on in by_node.items()}
+                return NominationChanges(nominated.version, pods, True)
+            changed = dict.fromkeys(nominated.log[version - nominated.base :])
+            pods = {node: tuple(by_node[node].values()) if node in by_node else () for node in changed}
+            return NominationChanges(nominated.version, pods, False)
 
     # --- introspection ---
 
@@ -464,3 +495,4 @@ class SchedulingQueue:
             pods.pop(key, None)
             if not pods:
                 self._nominated.by_node.pop(node, None)
+            self._nominated.changed(node)

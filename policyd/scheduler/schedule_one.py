@@ -25,8 +25,10 @@ from typing import Any
 
 from policyd.errors import PolicydError
 from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
+from policyd.scheduler.algorithm.failures import failure_counts
 from policyd.scheduler.algorithm.feasibility import nominated_evaluator
-from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult, reasons_by_node
+from policyd.scheduler.algorithm.nominated import NominatedRows
+from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult
 from policyd.scheduler.attempts import (
     Attempt,
     AttemptLog,
@@ -69,6 +71,7 @@ class SchedulingCycle(EventHandlers):
     algorithm: Algorithm
     _cluster_functions: ClusterFunctionsFactory
     preemption_cache: DryRunCache | None
+    nominated_rows: NominatedRows
     _pending_refreshed: float
 
     # ------------------------------------------------------------------ the cycle
@@ -199,7 +202,7 @@ class SchedulingCycle(EventHandlers):
             snapshot,
             cluster,
             self.queue.nominated_pods,
-            self.queue.nominated_nodes,
+            self.nominated_rows.sync(snapshot, self.queue),
             nominated_node=nominated,
             explain=self.options.explain,
         )
@@ -213,6 +216,7 @@ class SchedulingCycle(EventHandlers):
         attempt: Attempt,
     ) -> None:
         pod = queued.pod
+        failures = failure_counts(result.failures.values())
         if len(snapshot) == 0:
             message = NO_NODES_MESSAGE
         else:
@@ -226,7 +230,7 @@ class SchedulingCycle(EventHandlers):
                     lambda: cluster.reads_pods(pod.cel),
                     nominated_evaluator(profile, pod, cluster),
                     cache,
-                    self.queue.nominated_nodes,
+                    self.nominated_rows.sync(snapshot, self.queue),
                 )
             )
             outcome = find_preemption(
@@ -253,7 +257,7 @@ class SchedulingCycle(EventHandlers):
                 attempt.nominated_node = outcome.candidate.node
                 attempt.victims = [v.key for v in outcome.candidate.victims]
             message = fit_error_message(
-                len(snapshot), reasons_by_node(result.failures), post_filter=outcome.message
+                len(snapshot), [(f.reasons, nodes) for f, nodes in failures], post_filter=outcome.message
             )
         attempt.message = message
         self.attempts.add(attempt)
@@ -263,7 +267,7 @@ class SchedulingCycle(EventHandlers):
         nominated = attempt.nominated_node or ""
         if status_changes(pod, condition, nominated):
             self.backend.patch_pod_scheduled(pod, condition, nominated)
-        self._requeue_unschedulable(queued, {f.rule for f in result.failures.values()})
+        self._requeue_unschedulable(queued, {f.rule for f, _ in failures})
 
     def _requeue_unschedulable(self, queued: QueuedPod, rules: set[Any]) -> None:
         limit = self.options.max_attempts

@@ -16,6 +16,7 @@ from typing import Any
 
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler import collector
+from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import GroupCache
 from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.attempts import AttemptLog
@@ -84,6 +85,7 @@ class Scheduler(SchedulingCycle):
             groups=GroupCache() if self.options.reuse_node_results else None,
         )
         self.preemption_cache = DryRunCache() if self.options.reuse_node_results else None
+        self.nominated_rows = NominatedRows()  # the queue's nominations per snapshot row
         self._inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._inbox_lock = threading.Condition()
         self.synced = threading.Event()

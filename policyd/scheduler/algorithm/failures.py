@@ -10,12 +10,22 @@ objects are never mutated). A pod that fits nowhere reads them at once (FailedSc
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from policyd.framework import FilterFailure, PodEvaluator
 from policyd.scheduler.snapshot import NodeInfoLike
 
 log = logging.getLogger(__name__)
+
+
+def failure_counts(failures: Iterable[FilterFailure]) -> list[tuple[FilterFailure, int]]:
+    """Each distinct failure object of `failures` with the number of nodes it stands for, in first-seen
+    order (counted by identity: the nodes failing alike share one object, see
+    policyd.evaluation.generated.shared_failure)."""
+    failures = list(failures)
+    objects = dict(zip(map(id, failures), failures, strict=True))
+    return [(objects[key], count) for key, count in Counter(map(id, failures)).items()]
 
 
 class DeferredFailures(Mapping[str, FilterFailure]):

@@ -36,7 +36,6 @@ from policyd.scheduler.algorithm.failures import DeferredFailures
 from policyd.scheduler.algorithm.feasibility import (
     NominatedEvaluator,
     NominatedLookup,
-    NominatedNodes,
     filter_all_with_others,
     filter_with_nominated,
     filter_with_others,
@@ -44,6 +43,7 @@ from policyd.scheduler.algorithm.feasibility import (
     nominated_others,
     num_feasible_nodes_to_find,
 )
+from policyd.scheduler.algorithm.nominated import NominatedRows, NominatedVerdictCache, NominatedVerdicts
 from policyd.scheduler.algorithm.reuse import (
     DEFERRED,
     OWN,
@@ -142,6 +142,8 @@ class Algorithm:
         self.columns = ColumnSync()
         self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
         self._fail_ratio = 0.0  # the share of failing nodes in recent windows (a moving average)
+        self.nominated_verdicts = NominatedVerdictCache()
+        self._names: tuple[tuple[str, ...], npt.NDArray[np.object_]] = ((), np.zeros(0, dtype=object))
 
     def schedule_pod(
         self,
@@ -151,14 +153,14 @@ class Algorithm:
         snapshot: Snapshot,
         cluster: ClusterFunctions,
         nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        nominated_rows: NominatedRows,
         nominated_node: str = "",
         explain: bool = False,
     ) -> ScheduleResult:
         """Filter, score and select a node for `pod` (node None: nothing fits)."""
         t0 = time.perf_counter()
         placing = _Placing(profile, evaluator, pod, snapshot, nominated_evaluator(profile, pod, cluster))
-        found = self._feasible_nodes(placing, nominated, nominated_nodes, nominated_node, explain)
+        found = self._feasible_nodes(placing, nominated, nominated_rows, nominated_node, explain)
         verdicts = self._verdicts(placing, found, nominated) if explain else {}
         applied = tuple(profile.policies[k] for k in evaluator.applied()) if explain else None
         filter_seconds = time.perf_counter() - t0
@@ -185,7 +187,7 @@ class Algorithm:
         self,
         p: _Placing,
         nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        nominated_rows: NominatedRows,
         nominated_node: str,
         explain: bool,
     ) -> _Filtered:
@@ -208,7 +210,15 @@ class Algorithm:
             results = groups.group(profile, signature, snapshot)
         results.use_filter_values(evaluator.prepare("filter"))
         evaluator.track_cluster()
-        return self._find_feasible(p, results, nominated, nominated_nodes, explain)
+        shared = groups is not None and signature is not None
+        return self._find_feasible(p, results, nominated_rows, shared, explain)
+
+    def _name_column(self, snapshot: Snapshot) -> npt.NDArray[np.object_]:
+        """The snapshot's node names as a column (kept while its names are the same tuple)."""
+        names = snapshot.names()
+        if self._names[0] is not names:
+            self._names = (names, np.array(names, dtype=object))
+        return self._names[1]
 
     # -- filter --------------------------------------------------------------------------------------
 
@@ -216,8 +226,8 @@ class Algorithm:
         self,
         p: _Placing,
         g: NodeResults,
-        nominated: NominatedLookup,
-        nominated_nodes: NominatedNodes,
+        nominated_rows: NominatedRows,
+        shared: bool,
         explain: bool,
     ) -> _Filtered:
         """Walk the window from the round-robin start until enough feasible nodes are found.
@@ -230,18 +240,26 @@ class Algorithm:
         n = len(nodes)
         limit = num_feasible_nodes_to_find(n, self._percentage)
         start = self._next_start % n
-        # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod
-        special: dict[int, list[PodInfoLike]] = {}
-        for name in nominated_nodes():
-            others = nominated_others(pod, nominated(name))
-            row = snapshot.row(name)
-            if others and row is not None:
-                special[row] = others
+        # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod,
+        # but the group's verdicts on unchanged plain rows (`shared`: g is a group's) are kept
+        plain, special = nominated_rows.split(pod, shared and p.with_nominated.adds_nothing(()))
         status = g.status
         local = status.copy()
+        own: list[FilterFailure] = []  # failures of this pod only (codes OWN, OWN - 1, ...)
+        kept: NominatedVerdicts | None = None
+        unheld: set[int] = set()
+        if plain.size:
+            kept = self.nominated_verdicts.of(g, n, evaluator.prepare("filter"))
+            held = kept.known(plain, snapshot.versions, nominated_rows.stamps)
+            unheld = set(plain[~held].tolist())
+            special.update((row, list(nominated_rows.pods[row])) for row in unheld)
+            rows, passed = plain[held], kept.passed[plain[held]]
+            local[rows[passed]] = PASS
+            failing = rows[~passed]
+            local[failing] = OWN - len(own) - np.arange(len(failing))
+            own.extend(kept.verdicts[failing].tolist())
         if special:
             local[list(special)] = UNKNOWN
-        own: list[FilterFailure] = []  # failures of this pod only (codes OWN, OWN - 1, ...)
         ordered = local
         end = n - 1
         while True:
@@ -278,7 +296,8 @@ class Algorithm:
             for pos in unknown.tolist():
                 row = pos + start - n if pos + start >= n else pos + start
                 if row in special:
-                    failure = self._filter_nominated(p, g, row, special[row])
+                    plain_kept = kept if row in unheld else None
+                    failure = self._filter_nominated(p, g, row, special[row], plain_kept, nominated_rows)
                     cacheable = False
                 else:
                     evaluator.reset_cluster_called()
@@ -307,18 +326,22 @@ class Algorithm:
         self._next_start = (start + evaluated) % n
         rows = np.flatnonzero(window == PASS) + start
         rows[rows >= n] -= n
-        failures: dict[str, FilterFailure] = {}
-        order: list[str] = []
-        deferred: list[int] = []
-        for pos in np.flatnonzero(window != PASS).tolist():
-            row = pos + start - n if pos + start >= n else pos + start
-            code = int(window[pos])
-            name = nodes[row].name
-            order.append(name)
-            if code == DEFERRED:
-                deferred.append(row)
-            else:
-                failures[name] = g.failures[code] if code >= 0 else own[OWN - code]
+        # the failing rows in window order, their failures read from the group's and the pod's own
+        # (one column operation per step: a pod that fits nowhere has a failure on every node)
+        positions = np.flatnonzero(window != PASS)
+        codes = window[positions]
+        failing = positions + start
+        failing[failing >= n] -= n
+        order = self._name_column(snapshot)[failing].tolist()
+        later = codes == DEFERRED
+        deferred: list[int] = failing[later].tolist()
+        codes = codes[~later]
+        table = g.failures + own
+        at = np.where(codes >= 0, codes, len(g.failures) + OWN - codes).tolist()
+        named = (
+            order if not deferred else [name for name, d in zip(order, later.tolist(), strict=True) if not d]
+        )
+        failures: dict[str, FilterFailure] = dict(zip(named, map(table.__getitem__, at), strict=True))
         found: Mapping[str, FilterFailure] = failures
         if deferred:
             pending = DeferredFailures(evaluator, order, failures, [nodes[row] for row in deferred])
@@ -334,24 +357,34 @@ class Algorithm:
 
     @staticmethod
     def _filter_nominated(
-        p: _Placing, g: NodeResults, row: int, others: list[PodInfoLike]
+        p: _Placing,
+        g: NodeResults,
+        row: int,
+        others: list[PodInfoLike],
+        kept: NominatedVerdicts | None = None,
+        nominated_rows: NominatedRows | None = None,
     ) -> FilterFailure | None:
         """The verdict on a node with the nominated pods `others` counted, reused while the node, the
         nominated pods and the pod-only values of the first pass are the same. When `others` change
         no pod-only value (`adds_nothing`) the pod's own evaluator decides the first pass too (values
-        None: the group's), unless a node evaluation calls the cluster functions."""
+        None: the group's), unless a node evaluation calls the cluster functions; such a verdict on a
+        plain row goes to `kept` too (with the row's stamp in `nominated_rows`)."""
         evaluator, snapshot = p.evaluator, p.snapshot
         node = snapshot.nodes()[row]
         if p.with_nominated.adds_nothing(others):
             version = int(snapshot.versions[row])
             hit = g.nominated.get(row)
             if hit is not None and hit.holds(version, others, None):
-                return hit.verdict
-            evaluator.reset_cluster_called()
-            failure = filter_with_others(evaluator, node, others, evaluator)
-            if not evaluator.cluster_called:
+                failure = hit.verdict
+            else:
+                evaluator.reset_cluster_called()
+                failure = filter_with_others(evaluator, node, others, evaluator)
+                if evaluator.cluster_called:
+                    return failure
                 g.nominated[row] = NominatedVerdict.of(version, others, None, failure)
-                return failure
+            if kept is not None and nominated_rows is not None:
+                kept.keep(row, version, int(nominated_rows.stamps[row]), failure)
+            return failure
         first = p.with_nominated(node, others)
         values = first.prepare("filter")
         first.track_cluster()
@@ -541,8 +574,3 @@ class Algorithm:
                 if row in huge:
                     matrix[i] = huge[row]
         return matrix
-
-
-def reasons_by_node(failures: Mapping[str, FilterFailure]) -> dict[str, tuple[str, ...]]:
-    """Failure reasons per node name (for FailedScheduling messages)."""
-    return {name: f.reasons for name, f in failures.items()}

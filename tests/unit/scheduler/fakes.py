@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from policyd.framework import (
     RuleRef,
     ScoreRule,
 )
+from policyd.scheduler.algorithm.nominated import NominationChanges
 
 
 @dataclass
@@ -280,3 +281,16 @@ def pod_obj(
         "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
         "spec": body,
     }
+
+
+class FixedNominations:
+    """A `NominationSource` whose nominations never change (node -> pods nominated to it)."""
+
+    def __init__(self, table: Mapping[str, Sequence[Any]]) -> None:
+        self.table = table
+
+    def nominations_since(self, version: int) -> NominationChanges:
+        """Every nomination, once; nothing after."""
+        if version == 0:
+            return NominationChanges(0, {}, False)
+        return NominationChanges(0, {node: tuple(pods) for node, pods in self.table.items()}, True)

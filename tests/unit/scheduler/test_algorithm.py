@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from policyd.framework import ScoreRule
@@ -17,14 +17,25 @@ from policyd.scheduler.algorithm.feasibility import (
     nominated_evaluator,
     num_feasible_nodes_to_find,
 )
+from policyd.scheduler.algorithm.nominated import NominatedRows
+from policyd.scheduler.algorithm.reuse import GroupCache
 from policyd.scheduler.algorithm.schedule import Algorithm
 from policyd.scheduler.algorithm.scoring import normalize, weigh
 from policyd.scheduler.algorithm.selection import select_host
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.queue import QueueConfig, SchedulingQueue
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler import algorithm_oracle as oracle
-from tests.unit.scheduler.fakes import LEAST, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
+from tests.unit.scheduler.fakes import (
+    LEAST,
+    FakeEvaluator,
+    FakeNode,
+    FakePod,
+    FakeProfile,
+    FixedNominations,
+    node_obj,
+)
 
 MODES = ("none", "max", "reverse", "minmax", "reverse-minmax")
 
@@ -68,7 +79,7 @@ def _schedule(
         snapshot,
         _NoCluster(),
         lambda name: table.get(name, []),
-        lambda: list(table),
+        NominatedRows().sync(snapshot, FixedNominations(table)),
         nominated_node=nominated_node,
         explain=explain,
     )
@@ -239,3 +250,64 @@ def test_explain_gives_every_rule_on_every_evaluated_node() -> None:
     assert result.node is None
     assert sorted(result.all_results) == ["n000", "n001", "n002"]
     assert [r.passed for r in result.all_results["n002"]] == [False, False]
+
+
+class _SharingEvaluator(FakeEvaluator):
+    """A FakeEvaluator whose pods asking the same cpu form a group, and whose verdicts call no
+    cluster function."""
+
+    def signature(self) -> Any:  # type: ignore[override]
+        return self.pod["requests"]["cpu"]
+
+    @property
+    def cluster_called(self) -> bool:
+        return False
+
+
+NOMINEES = [
+    FakePod(f"nominee{i}", cpu=cpu, priority=prio)
+    for i, (cpu, prio) in enumerate([(100, 10), (600, 10), (300, 1), (500, 5)])
+]
+nomination_op = st.one_of(
+    st.tuples(st.just("nominate"), st.integers(0, len(NOMINEES) - 1), st.integers(0, 2)),
+    st.tuples(st.just("clear"), st.integers(0, len(NOMINEES) - 1), st.just(0)),
+    st.tuples(st.just("schedule"), st.sampled_from([500, 700]), st.sampled_from([1, 5, 10])),
+)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.lists(nomination_op, min_size=1, max_size=30))
+@example(
+    [("nominate", 1, 0), ("schedule", 500, 1), ("clear", 1, 0), ("nominate", 0, 0), ("schedule", 500, 1)]
+)
+def test_group_verdicts_on_nominated_nodes_follow_the_nominations(ops: list[tuple[str, int, int]]) -> None:
+    """Pods of one group scheduled while nominations come and go on unchanged nodes: the group's kept
+    verdicts on nodes with nominated pods give what filtering every such node per pod gives."""
+    profile = FakeProfile()
+    snapshot = _snapshot([1000, 1000, 900])
+    queue = SchedulingQueue(FakeClock(0.0), QueueConfig())
+    shared, alone = Algorithm(random.Random(0), groups=GroupCache()), Algorithm(random.Random(0))
+    rows = NominatedRows()
+    for kind, a, b in ops:
+        if kind == "nominate":
+            queue.nominate(NOMINEES[a], f"n{b:03}")
+        elif kind == "clear":
+            queue.clear_nomination(NOMINEES[a].key)
+        else:
+            pod = FakePod("p", cpu=a, priority=b)
+            got, want = (
+                algorithm.schedule_pod(
+                    profile,
+                    evaluator(profile, pod.cel),
+                    pod,
+                    snapshot,
+                    _NoCluster(),
+                    queue.nominated_pods,
+                    nominated_rows,
+                )
+                for algorithm, evaluator, nominated_rows in (
+                    (shared, _SharingEvaluator, rows.sync(snapshot, queue)),
+                    (alone, FakeEvaluator, NominatedRows().sync(snapshot, queue)),
+                )
+            )
+            assert (got.node, dict(got.failures)) == (want.node, dict(want.failures))

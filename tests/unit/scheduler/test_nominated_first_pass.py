@@ -5,12 +5,15 @@ no pod-only value (`NominatedEvaluator.adds_nothing`), agrees with an evaluator 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from unittest import mock
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyd.scheduler.algorithm import feasibility
+from policyd.scheduler.algorithm.nominated import NominatedVerdicts
 from policyd.scheduler.snapshot import PodInfoLike
 from tests.builders import make_node, make_pod, pod_affinity, pod_affinity_term
 from tests.unit.scheduler.group_path_cases import Case, Outcome, cases, run
@@ -68,5 +71,41 @@ def test_nominated_pods_with_affinity_terms_get_evaluators_of_their_own() -> Non
 def test_random_clusters_place_and_preempt_as_with_nominated_evaluators(case: Case, preemptors: int) -> None:
     case.pending = case.pending + [
         make_pod(f"zz-preemptor{j}", cpu="3", memory="1Gi", priority=5000) for j in range(preemptors)
+    ]
+    assert run(case, reuse=True).comparable() == _oracle(case).comparable()
+
+
+def test_verdicts_on_plain_nominated_rows_are_kept_for_the_group() -> None:
+    """Preemptors nominated one after another: later pods learn the verdicts on unchanged nodes with
+    nominated pods from the group's columns, and place and preempt as when every such node is
+    filtered per pod (the columns never answering)."""
+    case = _crowded(12, 8)
+    held: list[int] = []
+    real = NominatedVerdicts.known
+
+    def spy(self: NominatedVerdicts, *args: Any) -> Any:
+        found = real(self, *args)
+        held.append(int(found.sum()))
+        return found
+
+    def never(self: NominatedVerdicts, rows: Any, *args: Any) -> Any:
+        return np.zeros(len(rows), dtype=bool)
+
+    with mock.patch.object(NominatedVerdicts, "known", spy):
+        shared = run(case, reuse=True)
+    assert sum(held) > 0
+    with mock.patch.object(NominatedVerdicts, "known", never):
+        oracle = run(case, reuse=True)
+    assert shared.comparable() == oracle.comparable() == _oracle(case).comparable()
+    assert len(shared.victims) == 8 * 3
+
+
+@PROPERTY
+@given(cases(), st.lists(st.sampled_from([100, 300, 5000]), min_size=1, max_size=5))
+def test_random_clusters_with_nominations_of_mixed_priorities(case: Case, priorities: list[int]) -> None:
+    """Preemptors of several priorities: rows where only some nominated pods count, or the pod
+    itself is nominated, are filtered per pod; the rest from the columns: the same placements."""
+    case.pending = case.pending + [
+        make_pod(f"zz-preemptor{j}", cpu="3", memory="1Gi", priority=p) for j, p in enumerate(priorities)
     ]
     assert run(case, reuse=True).comparable() == _oracle(case).comparable()
