@@ -82,16 +82,45 @@ class ScheduleResult:
     applied: tuple[str, ...] | None = None
 
 
-def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], IntpArray]:
-    """The distinct rows of `need` and, per row, the index of its pattern."""
+def _need_keys(need: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64] | None:
+    """Per row of `need`, its pattern as a bit set (None beyond 62 rules)."""
     rules = need.shape[1]
     if rules > 62:
+        return None
+    return need.astype(np.int64) @ (np.int64(1) << np.arange(rules, dtype=np.int64))
+
+
+def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], IntpArray]:
+    """The distinct rows of `need` and, per row, the index of its pattern."""
+    keys = _need_keys(need)
+    if keys is None:
         patterns, group_of = np.unique(need, axis=0, return_inverse=True)
         return patterns, group_of.reshape(-1)
-    keys = need.astype(np.int64) @ (np.int64(1) << np.arange(rules, dtype=np.int64))
     unique, group_of = np.unique(keys, return_inverse=True)
-    patterns = ((unique[:, None] >> np.arange(rules, dtype=np.int64)[None, :]) & 1).astype(bool)
+    patterns = ((unique[:, None] >> np.arange(need.shape[1], dtype=np.int64)[None, :]) & 1).astype(bool)
     return patterns, group_of.reshape(-1)
+
+
+def _need_groups(need: npt.NDArray[np.bool_]) -> list[tuple[IntpArray, npt.NDArray[np.bool_]]]:
+    """The rows of `need` needing the same rules, each group with its rules (rows needing none left
+    out; fewer than BULK_MIN rows needing other rules than the first row may come as one group).
+    Most rows usually need what the first one needs (the rules whose pod-only values moved), a few
+    more (rows whose node changed): only those few are told apart, when they could fill a group."""
+    keys = _need_keys(need)
+    if keys is None:
+        patterns, group_of = _need_patterns(need)
+        return [(np.flatnonzero(group_of == k), w) for k, w in enumerate(patterns) if w.any()]
+    same = keys == keys[0]
+    if same.all():
+        return [(np.arange(len(keys)), need[0])] if keys[0] else []
+    groups = [(np.flatnonzero(same), need[0])] if keys[0] else []
+    others = np.flatnonzero(~same)
+    if others.size < BULK_MIN:  # too few for a plan, whatever each needs
+        few = others[keys[others] != 0]
+        return [*groups, (few, need[few].any(axis=0))] if few.size else groups
+    patterns, group_of = _need_patterns(need[others])
+    groups += [(others[group_of == k], w) for k, w in enumerate(patterns) if w.any()]
+    return groups
 
 
 @dataclass(frozen=True)
@@ -386,20 +415,15 @@ class Algorithm:
             later, unknown, rows = unknown[~plain], unknown[plain], rows[plain]
         else:
             later = unknown[:0]
-        known = g.verdicts[rows]
+        known = g.verdicts.take(rows, axis=0)
         need = known == RULE_UNKNOWN
         merged, fresh = known, None
         left = np.zeros(len(rows), dtype=bool)  # to be evaluated per node
-        union = need.any(axis=0)
-        if union.any():
-            # rows needing the same rules are asked together (a bind's row needs every rule, the
-            # others only the rules whose pod-only values moved); a few rows go to the functions
+        # rows needing the same rules are asked together (a bind's row needs every rule, the
+        # others only the rules whose pod-only values moved); a few rows go to the functions
+        groups = _need_groups(need) if need.any() else []
+        if groups:
             merged, fresh = known.copy(), np.zeros(need.shape, dtype=bool)
-            if (need == union).all():
-                groups: list[tuple[IntpArray, npt.NDArray[np.bool_]]] = [(np.arange(len(rows)), union)]
-            else:
-                patterns, group_of = _need_patterns(need)
-                groups = [(np.flatnonzero(group_of == k), w) for k, w in enumerate(patterns) if w.any()]
             for members, wanted in groups:
                 if members.size < BULK_MIN:
                     left[members] = True
@@ -416,22 +440,34 @@ class Algorithm:
                 # every member lacked every wanted rule: the cache gets the reusable ones (an unsure
                 # verdict stays unknown)
                 block = verdicts[:, cols]
-                merged[np.ix_(members, cols)] = block
+                everyone = members.size == len(rows)
+                if everyone:
+                    merged[:, cols] = block
+                else:
+                    merged[np.ix_(members, cols)] = block
                 keep = reusable[cols]
-                g.verdicts[np.ix_(rows[members], cols[keep])] = block[:, keep]
+                if keep.all() and len(cols) == 1:
+                    g.verdicts[rows[members], cols[0]] = block[:, 0]
+                else:
+                    g.verdicts[np.ix_(rows[members], cols[keep])] = block[:, keep]
                 if not keep.all():
-                    fresh[np.ix_(members, cols[~keep])] = True  # verdicts for this pod only
+                    if everyone:
+                        fresh[:, cols[~keep]] = True
+                    else:
+                        fresh[np.ix_(members, cols[~keep])] = True  # verdicts for this pod only
         rules = merged.shape[1]
         if rules == 0:
             first = np.zeros(len(rows), dtype=np.intp)
             passed = np.ones(len(rows), dtype=bool)
             failed = ~passed
         else:
+            # a row's first rule not passed (its verdict there: failed, or unsure)
             not_passed = merged != RULE_PASS
-            passed = ~not_passed.any(axis=1)
-            first = np.where(passed, rules, not_passed.argmax(axis=1))
-            at_first = merged[np.arange(len(rows)), np.minimum(first, rules - 1)]
-            failed = ~passed & (at_first == RULE_FAIL)
+            first = not_passed.argmax(axis=1)
+            at_first = merged[np.arange(len(rows)), first]
+            passed = at_first == RULE_PASS
+            failed = at_first == RULE_FAIL
+            first[passed] = rules
         passed &= ~left
         failed &= ~left
         # a row's outcome is reusable when no verdict it rests on (rules up to its first failure) is
