@@ -282,10 +282,11 @@ class Algorithm:
                 break
             all_passed = True
             if unknown.size >= BULK_MIN:
-                # as many rows again as the last pods' windows lost to failing nodes, so that the
-                # window's growth is judged in this call, not row by row (rows beyond the window
-                # are only remembered)
-                ratio = min(self._fail_ratio, 0.9)
+                # as many rows again as the last pods' windows lost to failing nodes, or as this
+                # window has lost so far when more, so that the window's growth is judged in this
+                # call, not row by row (rows beyond the window are only remembered)
+                seen = 1 - int(counts[end]) / (end + 1)
+                ratio = min(max(self._fail_ratio, seen), 0.9)
                 ahead = min(int((end + 1) * ratio / (1 - ratio)), n - 1 - end)
                 if ahead > 0:
                     beyond = np.flatnonzero(ordered[end + 1 : end + 1 + ahead] == UNKNOWN) + end + 1
