@@ -338,17 +338,16 @@ class Algorithm:
         rows = np.flatnonzero(window == PASS) + start
         rows[rows >= n] -= n
         failures: dict[str, FilterFailure] = {}
-        order: list[str] = []
-        deferred: list[int] = []
-        for pos in np.flatnonzero(window != PASS).tolist():
-            row = pos + start - n if pos + start >= n else pos + start
-            code = int(window[pos])
-            name = nodes[row].name
-            order.append(name)
-            if code == DEFERRED:
-                deferred.append(row)
-            else:
-                failures[name] = g.failures[code] if code >= 0 else own[OWN - code]
+        bad = np.flatnonzero(window != PASS)
+        bad_rows = bad + start
+        bad_rows[bad_rows >= n] -= n
+        codes = window[bad]
+        names = snapshot.names()
+        order = [names[row] for row in bad_rows.tolist()]
+        waiting = codes == DEFERRED
+        deferred: list[int] = bad_rows[waiting].tolist()
+        for row, code in zip(bad_rows[~waiting].tolist(), codes[~waiting].tolist(), strict=True):
+            failures[names[row]] = g.failures[code] if code >= 0 else own[OWN - code]
         found: Mapping[str, FilterFailure] = failures
         if deferred:
             pending = DeferredFailures(evaluator, order, failures, [nodes[row] for row in deferred])
