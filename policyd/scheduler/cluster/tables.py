@@ -131,8 +131,8 @@ class Domains(_Table):
 
 
 class DomainTotals(_Table):
-    """Per row: the domain (of one `Domains` table) it counts for and its amount; per domain: the total
-    and how many rows count for it. Rows are set one by one from the tables they derive from (a bind
+    """Per row: the domain (of one `Domains` table) it counts for and its amount; per domain: the
+    total. Rows are set one by one from the tables they derive from (a bind
     moves one row's amount and so one domain's total), not from the node dicts."""
 
     def __init__(self, n: int, domains: Domains) -> None:
@@ -141,7 +141,6 @@ class DomainTotals(_Table):
         self.codes: Int64Array = np.full(n, -1, dtype=np.int64)  # -1: the row counts for no domain
         self.amounts: Int64Array = np.zeros(n, dtype=np.int64)
         self.totals: Int64Array = np.zeros(0, dtype=np.int64)
-        self.members: Int64Array = np.zeros(0, dtype=np.int64)
         self._order: list[int] | None = None  # counted domains by their first row
 
     def set_rows(self, rows: IntpArray, codes: Int64Array, amounts: Int64Array) -> None:
@@ -149,14 +148,23 @@ class DomainTotals(_Table):
         size = len(self.domains.values)
         if size > len(self.totals):
             self.totals = np.concatenate([self.totals, np.zeros(size - len(self.totals), dtype=np.int64)])
-            self.members = np.concatenate([self.members, np.zeros(size - len(self.members), dtype=np.int64)])
         old = self.codes[rows]
-        for sign, c, a in ((-1, old, self.amounts[rows]), (1, codes, amounts)):
-            counted = c >= 0
-            if counted.any():
-                c, a = c[counted], a[counted]
-                self.totals += sign * np.bincount(c, weights=a, minlength=size).astype(np.int64)
-                self.members += sign * np.bincount(c, minlength=size)
+        if len(rows) <= 8:  # a few rows (a bind's): domain by domain
+            totals = self.totals
+            moves = zip(
+                old.tolist(), self.amounts[rows].tolist(), codes.tolist(), amounts.tolist(), strict=True
+            )
+            for was, had, code, amount in moves:
+                if was >= 0:
+                    totals[was] -= had
+                if code >= 0:
+                    totals[code] += amount
+        else:
+            for sign, c, a in ((-1, old, self.amounts[rows]), (1, codes, amounts)):
+                counted = c >= 0
+                if counted.any():
+                    c, a = c[counted], a[counted]
+                    self.totals += sign * np.bincount(c, weights=a, minlength=size).astype(np.int64)
         if not np.array_equal(old, codes):
             self._order = None
         self.codes[rows] = codes
@@ -180,7 +188,6 @@ class DomainTotals(_Table):
         self.codes = np.full(len(perm), -1, dtype=np.int64)
         self.amounts = np.zeros(len(perm), dtype=np.int64)
         self.totals[:] = 0
-        self.members[:] = 0
         self._order = None
 
 
