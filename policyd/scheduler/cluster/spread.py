@@ -111,10 +111,9 @@ def _domain_totals(
 
 
 def filter_state(
-    tables: SnapshotTables, pod: CelObject, when: str, workloads: WorkloadIndex | None = None
+    tables: SnapshotTables, pod: CelObject, constraints: list[SpreadConstraint]
 ) -> list[dict[str, Any]]:
-    """The pod's constraints of one kind with their domain counts (`cluster.topologySpread`)."""
-    constraints, _ = spread_constraints(pod, when, workloads)
+    """The pod's `constraints` (of one kind) with their domain counts (`cluster.topologySpread`)."""
     if not constraints:
         return []
     domains = {c.topology_key: tables.domains(c.topology_key) for c in constraints}
