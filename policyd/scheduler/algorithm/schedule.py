@@ -553,8 +553,8 @@ class Algorithm:
         if not rules:
             return np.zeros((len(rows), 0), dtype=np.int64)
         bound = int64_bound(rules)
-        known = g.raw_ok[rows]
-        lacking = ~known.all(axis=1)
+        known = g.raw_ok.take(rows, axis=0)
+        lacking = ~np.ascontiguousarray(known.T).all(axis=0)  # rule-major: a fast reduction
         missing = rows[lacking]
         if missing.size >= BULK_MIN:
             missing = self._bulk_scores(p, g, missing, ~known[lacking], bound)
@@ -570,7 +570,7 @@ class Algorithm:
                 continue
             g.raw[row] = raw
             g.raw_ok[row] = not evaluator.cluster_called
-        matrix: ScoreArray = g.raw[rows]
+        matrix: ScoreArray = g.raw.take(rows, axis=0)
         if huge:
             matrix = matrix.astype(object)
             for i, row in enumerate(rows.tolist()):
