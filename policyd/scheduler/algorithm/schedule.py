@@ -82,22 +82,15 @@ class ScheduleResult:
     applied: tuple[str, ...] | None = None
 
 
-def _need_keys(need: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64] | None:
-    """Per row of `need`, its pattern as a bit set (None beyond 62 rules)."""
-    rules = need.shape[1]
-    if rules > 62:
-        return None
-    return need.astype(np.int64) @ (np.int64(1) << np.arange(rules, dtype=np.int64))
-
-
 def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], IntpArray]:
     """The distinct rows of `need` and, per row, the index of its pattern."""
-    keys = _need_keys(need)
-    if keys is None:
+    rules = need.shape[1]
+    if rules > 62:
         patterns, group_of = np.unique(need, axis=0, return_inverse=True)
         return patterns, group_of.reshape(-1)
+    keys = need.astype(np.int64) @ (np.int64(1) << np.arange(rules, dtype=np.int64))
     unique, group_of = np.unique(keys, return_inverse=True)
-    patterns = ((unique[:, None] >> np.arange(need.shape[1], dtype=np.int64)[None, :]) & 1).astype(bool)
+    patterns = ((unique[:, None] >> np.arange(rules, dtype=np.int64)[None, :]) & 1).astype(bool)
     return patterns, group_of.reshape(-1)
 
 
@@ -106,18 +99,17 @@ def _need_groups(need: npt.NDArray[np.bool_]) -> list[tuple[IntpArray, npt.NDArr
     out; fewer than BULK_MIN rows needing other rules than the first row may come as one group).
     Most rows usually need what the first one needs (the rules whose pod-only values moved), a few
     more (rows whose node changed): only those few are told apart, when they could fill a group."""
-    keys = _need_keys(need)
-    if keys is None:
-        patterns, group_of = _need_patterns(need)
-        return [(np.flatnonzero(group_of == k), w) for k, w in enumerate(patterns) if w.any()]
-    same = keys == keys[0]
+    by_rule = np.ascontiguousarray(need.T)  # rule-major: reductions over rows are fast
+    same = ~(by_rule != by_rule[:, :1]).any(axis=0)
+    first = need[0]
+    groups = [(np.flatnonzero(same), first)] if first.any() else []
     if same.all():
-        return [(np.arange(len(keys)), need[0])] if keys[0] else []
-    groups = [(np.flatnonzero(same), need[0])] if keys[0] else []
+        return groups
     others = np.flatnonzero(~same)
     if others.size < BULK_MIN:  # too few for a plan, whatever each needs
-        few = others[keys[others] != 0]
-        return [*groups, (few, need[few].any(axis=0))] if few.size else groups
+        few = others[by_rule[:, others].any(axis=0)]
+        wanted = np.logical_or.reduce(by_rule[:, few], axis=1)
+        return [*groups, (few, wanted)] if few.size else groups
     patterns, group_of = _need_patterns(need[others])
     groups += [(others[group_of == k], w) for k, w in enumerate(patterns) if w.any()]
     return groups
