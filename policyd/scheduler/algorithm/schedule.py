@@ -162,7 +162,7 @@ class Algorithm:
         self.groups = groups
         self.columns = ColumnSync()
         self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
-        self._fail_ratio = 0.0  # the share of failing nodes in recent windows (a moving average)
+        self._fail_ratio = 0.0  # the share of failing nodes in recent windows (the last one's or more)
 
     def schedule_pod(
         self,
@@ -323,7 +323,8 @@ class Algorithm:
         window = ordered[: end + 1]
         evaluated = end + 1
         failed = evaluated - int(np.count_nonzero(window == PASS))
-        self._fail_ratio = (self._fail_ratio + failed / evaluated) / 2
+        share = failed / evaluated
+        self._fail_ratio = max(share, (self._fail_ratio + share) / 2)  # up at once, down by halves
         if self.groups is not None:
             self.groups.hits += evaluated
         self._next_start = (start + evaluated) % n
