@@ -36,11 +36,18 @@ def inactive_score_state() -> dict[str, Any]:
     return {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
 
 
-def _matching(tables: SnapshotTables, c: SpreadConstraint, namespace: str) -> Int64Array:
-    """countPodsMatchSelector per row."""
+def _matching(
+    tables: SnapshotTables, c: SpreadConstraint, namespace: str, rows: IntpArray | None = None
+) -> Int64Array:
+    """countPodsMatchSelector per row (at `rows` alone when given)."""
     if c.selector_empty:
-        return np.zeros(tables.n, dtype=np.int64)
-    return tables.pod_counts(("spread-count", namespace, c.selector_key), lambda p: c.counts(p, namespace))
+        return np.zeros(tables.n if rows is None else len(rows), dtype=np.int64)
+    key = ("spread-count", namespace, c.selector_key)
+
+    def counted(p: CelObject) -> bool:
+        return c.counts(p, namespace)
+
+    return tables.pod_counts(key, counted) if rows is None else tables.pod_counts_at(key, counted, rows)
 
 
 def _inclusion(c: SpreadConstraint, pod: CelObject) -> list[tuple[Hashable, Callable[[CelObject], bool]]]:
@@ -102,8 +109,8 @@ def _domain_totals(
         for c, inc in parts:
             mask = has_all.copy()
             for mask_key, predicate in inc:
-                mask &= tables.node_mask(mask_key, predicate)[rows]
-            count = np.where(mask, _matching(tables, c, ns)[rows], count)
+                mask &= tables.node_mask_at(mask_key, predicate, rows)
+            count = np.where(mask, _matching(tables, c, ns, rows), count)
             included |= mask
         return np.where(included, domains[key].codes[rows], -1), count
 

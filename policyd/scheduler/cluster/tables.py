@@ -159,14 +159,16 @@ class DomainTotals(_Table):
                     totals[was] -= had
                 if code >= 0:
                     totals[code] += amount
+                if was != code:
+                    self._order = None
         else:
             for sign, c, a in ((-1, old, self.amounts[rows]), (1, codes, amounts)):
                 counted = c >= 0
                 if counted.any():
                     c, a = c[counted], a[counted]
                     self.totals += sign * np.bincount(c, weights=a, minlength=size).astype(np.int64)
-        if not np.array_equal(old, codes):
-            self._order = None
+            if not np.array_equal(old, codes):
+                self._order = None
         self.codes[rows] = codes
         self.amounts[rows] = amounts
 
@@ -501,15 +503,39 @@ class SnapshotTables:
             self.index.rows_updated += int(rows.size)
         return table
 
+    def _sync_rows(self, table: TableT, rows: IntpArray) -> TableT:
+        """`table` brought up to date at `rows` alone (each row is kept at its own version)."""
+        self.index.use_layout(self.names)
+        stale = rows[table.versions[rows] != self._versions[rows]]
+        if stale.size:
+            table.update(stale.tolist(), self.cels)
+            table.versions[stale] = self._versions[stale]
+            self.index.rows_updated += int(stale.size)
+        return table
+
     def pod_counts(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> Int64Array:
         """Per row: pods satisfying `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _PodCounts(n, predicate))
         return self._sync(table).values
 
+    def pod_counts_at(
+        self, key: Hashable, predicate: Callable[[CelObject], bool], rows: IntpArray
+    ) -> Int64Array:
+        """`pod_counts(key, predicate)[rows]`, bringing only those rows up to date."""
+        table = self.index.table(key, lambda n: _PodCounts(n, predicate))
+        return self._sync_rows(table, rows).values[rows]
+
     def node_mask(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> BoolArray:
         """Per row: whether the node satisfies `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _NodeMask(n, predicate))
         return self._sync(table).values
+
+    def node_mask_at(
+        self, key: Hashable, predicate: Callable[[CelObject], bool], rows: IntpArray
+    ) -> BoolArray:
+        """`node_mask(key, predicate)[rows]`, bringing only those rows up to date."""
+        table = self.index.table(key, lambda n: _NodeMask(n, predicate))
+        return self._sync_rows(table, rows).values[rows]
 
     def domains(self, key: str) -> Domains:
         """The domain codes of topology key `key`."""
