@@ -41,6 +41,9 @@ class Num:
 
     values: AnyArray
     err: BoolArray | None = None
+    # the categorical it was computed from value by value, when it was (same rows; `per_category`
+    # then pairs it with others over the same codes instead of recoding the column)
+    over: Cat | None = None
 
 
 @dataclass
@@ -159,7 +162,7 @@ def _as_cat(value: Any, n: int) -> Cat:
     if isinstance(value, Cat):
         return value
     if isinstance(value, Num):
-        return _num_to_cat(value)
+        return value.over if value.over is not None else _num_to_cat(value)
     return Cat(np.zeros(n, dtype=np.intp), [value])
 
 
@@ -212,7 +215,7 @@ def _present(cat: Cat) -> tuple[list[Any], npt.NDArray[np.intp]]:
 def _column(codes: npt.NDArray[np.intp], results: list[Any]) -> Cat | Num:
     """Per-value results as a column: bools as a bool `Num` (so `!`, `&&`, `||` stay vectorised)."""
     if results and all(type(r) is bool for r in results):
-        return Num(np.array(results, dtype=bool)[codes])
+        return Num(np.array(results, dtype=bool)[codes], over=Cat(codes, results))
     return Cat(codes, results)
 
 

@@ -108,6 +108,7 @@ class Interpreter:
         self.lets = lets
         self.let_values: dict[str, Any] = {}
         self.env: dict[str, Any] = {}
+        self._labels: dict[str, Any] = {}  # `node.labels[key]` by key: one categorical per key
 
     def let(self, name: str) -> Any:
         if name not in self.let_values:
@@ -240,11 +241,17 @@ class Interpreter:
         """`node.labels[key]` (categorical) / `node.<map>[key]` (column) for a pod-only string key."""
         missing = EvalErr(f"no such key: {key}")
         if isinstance(ref, LabelsRef):
+            known = self._labels.get(key)
+            if known is not None:
+                return known
             cat = self.columns.labels.get(key)
             if cat is None:
                 return missing
             codes = self.take(cat.codes).astype(np.intp)
-            return Cat(np.where(codes < 0, len(cat.values), codes), [*cat.values, missing])
+            known = self._labels[key] = Cat(
+                np.where(codes < 0, len(cat.values), codes), [*cat.values, missing]
+            )
+            return known
         values, present = self.columns.column(ref.name, key)
         values, present = self.take(values), self.take(present)
         absent = ~present

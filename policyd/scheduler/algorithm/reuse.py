@@ -126,8 +126,11 @@ class NodeResults:
         if not changed:
             return
         self.verdicts[:, changed] = RULE_UNKNOWN
-        # a row failing at an earlier rule than every changed one keeps its failure
-        stale = ~(self.verdicts[:, : min(changed)] == RULE_FAIL).any(axis=1)
+        # a row failing at an earlier rule than every changed one keeps its failure (only rows with
+        # a combined verdict are looked at: the others are unknown already)
+        known = np.flatnonzero(self.status != UNKNOWN)
+        earlier = np.ascontiguousarray(self.verdicts.take(known, axis=0)[:, : min(changed)].T)
+        stale = known[~(earlier == RULE_FAIL).any(axis=0)]  # rule-major: a fast reduction
         self.status[stale] = UNKNOWN
         self.nominated = {}
 

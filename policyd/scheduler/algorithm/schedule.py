@@ -94,6 +94,27 @@ def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], 
     return patterns, group_of.reshape(-1)
 
 
+def _need_groups(need: npt.NDArray[np.bool_]) -> list[tuple[IntpArray, npt.NDArray[np.bool_]]]:
+    """The rows of `need` needing the same rules, each group with its rules (rows needing none left
+    out; fewer than BULK_MIN rows needing other rules than the first row may come as one group).
+    Most rows usually need what the first one needs (the rules whose pod-only values moved), a few
+    more (rows whose node changed): only those few are told apart, when they could fill a group."""
+    by_rule = np.ascontiguousarray(need.T)  # rule-major: reductions over rows are fast
+    same = ~(by_rule != by_rule[:, :1]).any(axis=0)
+    first = need[0]
+    groups = [(np.flatnonzero(same), first)] if first.any() else []
+    if same.all():
+        return groups
+    others = np.flatnonzero(~same)
+    if others.size < BULK_MIN:  # too few for a plan, whatever each needs
+        few = others[by_rule[:, others].any(axis=0)]
+        wanted = np.logical_or.reduce(by_rule[:, few], axis=1)
+        return [*groups, (few, wanted)] if few.size else groups
+    patterns, group_of = _need_patterns(need[others])
+    groups += [(others[group_of == k], w) for k, w in enumerate(patterns) if w.any()]
+    return groups
+
+
 @dataclass(frozen=True)
 class _BulkVerdicts:
     """What the vectorised plans decided about window positions: those still to evaluate per node,
@@ -141,7 +162,7 @@ class Algorithm:
         self.groups = groups
         self.columns = ColumnSync()
         self.bulk_rows = 0  # rows whose verdict or scores came from the vectorised plans
-        self._fail_ratio = 0.0  # the share of failing nodes in recent windows (a moving average)
+        self._fail_ratio = 0.0  # the share of failing nodes in recent windows (the last one's or more)
         self.nominated_verdicts = NominatedVerdictCache()
         self._names: tuple[tuple[str, ...], npt.NDArray[np.object_]] = ((), np.zeros(0, dtype=object))
 
@@ -271,10 +292,11 @@ class Algorithm:
                 break
             all_passed = True
             if unknown.size >= BULK_MIN:
-                # as many rows again as the last pods' windows lost to failing nodes, so that the
-                # window's growth is judged in this call, not row by row (rows beyond the window
-                # are only remembered)
-                ratio = min(self._fail_ratio, 0.9)
+                # as many rows again as the last pods' windows lost to failing nodes, or as this
+                # window has lost so far when more, so that the window's growth is judged in this
+                # call, not row by row (rows beyond the window are only remembered)
+                seen = 1 - int(counts[end]) / (end + 1)
+                ratio = min(max(self._fail_ratio, seen), 0.9)
                 ahead = min(int((end + 1) * ratio / (1 - ratio)), n - 1 - end)
                 if ahead > 0:
                     beyond = np.flatnonzero(ordered[end + 1 : end + 1 + ahead] == UNKNOWN) + end + 1
@@ -320,7 +342,8 @@ class Algorithm:
         window = ordered[: end + 1]
         evaluated = end + 1
         failed = evaluated - int(np.count_nonzero(window == PASS))
-        self._fail_ratio = (self._fail_ratio + failed / evaluated) / 2
+        share = failed / evaluated
+        self._fail_ratio = max(share, (self._fail_ratio + share) / 2)  # up at once, down by halves
         if self.groups is not None:
             self.groups.hits += evaluated
         self._next_start = (start + evaluated) % n
@@ -419,20 +442,15 @@ class Algorithm:
             later, unknown, rows = unknown[~plain], unknown[plain], rows[plain]
         else:
             later = unknown[:0]
-        known = g.verdicts[rows]
+        known = g.verdicts.take(rows, axis=0)
         need = known == RULE_UNKNOWN
         merged, fresh = known, None
         left = np.zeros(len(rows), dtype=bool)  # to be evaluated per node
-        union = need.any(axis=0)
-        if union.any():
-            # rows needing the same rules are asked together (a bind's row needs every rule, the
-            # others only the rules whose pod-only values moved); a few rows go to the functions
+        # rows needing the same rules are asked together (a bind's row needs every rule, the
+        # others only the rules whose pod-only values moved); a few rows go to the functions
+        groups = _need_groups(need) if need.any() else []
+        if groups:
             merged, fresh = known.copy(), np.zeros(need.shape, dtype=bool)
-            if (need == union).all():
-                groups: list[tuple[IntpArray, npt.NDArray[np.bool_]]] = [(np.arange(len(rows)), union)]
-            else:
-                patterns, group_of = _need_patterns(need)
-                groups = [(np.flatnonzero(group_of == k), w) for k, w in enumerate(patterns) if w.any()]
             for members, wanted in groups:
                 if members.size < BULK_MIN:
                     left[members] = True
@@ -449,22 +467,34 @@ class Algorithm:
                 # every member lacked every wanted rule: the cache gets the reusable ones (an unsure
                 # verdict stays unknown)
                 block = verdicts[:, cols]
-                merged[np.ix_(members, cols)] = block
+                everyone = members.size == len(rows)
+                if everyone:
+                    merged[:, cols] = block
+                else:
+                    merged[np.ix_(members, cols)] = block
                 keep = reusable[cols]
-                g.verdicts[np.ix_(rows[members], cols[keep])] = block[:, keep]
+                if keep.all() and len(cols) == 1:
+                    g.verdicts[rows[members], cols[0]] = block[:, 0]
+                else:
+                    g.verdicts[np.ix_(rows[members], cols[keep])] = block[:, keep]
                 if not keep.all():
-                    fresh[np.ix_(members, cols[~keep])] = True  # verdicts for this pod only
+                    if everyone:
+                        fresh[:, cols[~keep]] = True
+                    else:
+                        fresh[np.ix_(members, cols[~keep])] = True  # verdicts for this pod only
         rules = merged.shape[1]
         if rules == 0:
             first = np.zeros(len(rows), dtype=np.intp)
             passed = np.ones(len(rows), dtype=bool)
             failed = ~passed
         else:
+            # a row's first rule not passed (its verdict there: failed, or unsure)
             not_passed = merged != RULE_PASS
-            passed = ~not_passed.any(axis=1)
-            first = np.where(passed, rules, not_passed.argmax(axis=1))
-            at_first = merged[np.arange(len(rows)), np.minimum(first, rules - 1)]
-            failed = ~passed & (at_first == RULE_FAIL)
+            first = not_passed.argmax(axis=1)
+            at_first = merged[np.arange(len(rows)), first]
+            passed = at_first == RULE_PASS
+            failed = at_first == RULE_FAIL
+            first[passed] = rules
         passed &= ~left
         failed &= ~left
         # a row's outcome is reusable when no verdict it rests on (rules up to its first failure) is
@@ -550,8 +580,8 @@ class Algorithm:
         if not rules:
             return np.zeros((len(rows), 0), dtype=np.int64)
         bound = int64_bound(rules)
-        known = g.raw_ok[rows]
-        lacking = ~known.all(axis=1)
+        known = g.raw_ok.take(rows, axis=0)
+        lacking = ~np.ascontiguousarray(known.T).all(axis=0)  # rule-major: a fast reduction
         missing = rows[lacking]
         if missing.size >= BULK_MIN:
             missing = self._bulk_scores(p, g, missing, ~known[lacking], bound)
@@ -567,7 +597,7 @@ class Algorithm:
                 continue
             g.raw[row] = raw
             g.raw_ok[row] = not evaluator.cluster_called
-        matrix: ScoreArray = g.raw[rows]
+        matrix: ScoreArray = g.raw.take(rows, axis=0)
         if huge:
             matrix = matrix.astype(object)
             for i, row in enumerate(rows.tolist()):

@@ -228,9 +228,10 @@ class ClusterFunctions:
         return self._memo(pod, ("spread", when), lambda: self._spread_filter_state(pod, when))
 
     def _spread_filter_state(self, pod: CelObject, when: str) -> list[dict[str, Any]]:
-        if not spread_constraints(pod, when, self._workloads)[0]:
+        constraints, _ = spread_constraints(pod, when, self._workloads)
+        if not constraints:
             return []  # nothing to count (and no tables to bring up to date)
-        return spread.filter_state(self._bound(), pod, when, self._workloads)
+        return spread.filter_state(self._bound(), pod, constraints)
 
     def topology_spread_score(self, pod: CelObject, node: CelObject) -> int:
         """Raw PodTopologySpread score of a feasible node (rounded); -1 when the node is ignored."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from policyd.scheduler.cluster.spread_constraints import (
 from policyd.scheduler.cluster.tables import (
     BoolArray,
     Domains,
-    DomainSums,
+    DomainTotals,
     Int64Array,
     IntpArray,
     SnapshotTables,
@@ -36,25 +36,39 @@ def inactive_score_state() -> dict[str, Any]:
     return {"scores": {}, "range": {"active": False, "min": 0, "max": 0}}
 
 
-def _matching(tables: SnapshotTables, c: SpreadConstraint, namespace: str) -> Int64Array:
-    """countPodsMatchSelector per row."""
+def _matching(
+    tables: SnapshotTables, c: SpreadConstraint, namespace: str, rows: IntpArray | None = None
+) -> Int64Array:
+    """countPodsMatchSelector per row (at `rows` alone when given)."""
     if c.selector_empty:
-        return np.zeros(tables.n, dtype=np.int64)
-    return tables.pod_counts(("spread-count", namespace, c.selector_key), lambda p: c.counts(p, namespace))
+        return np.zeros(tables.n if rows is None else len(rows), dtype=np.int64)
+    key = ("spread-count", namespace, c.selector_key)
+
+    def counted(p: CelObject) -> bool:
+        return c.counts(p, namespace)
+
+    return tables.pod_counts(key, counted) if rows is None else tables.pod_counts_at(key, counted, rows)
+
+
+def _inclusion(c: SpreadConstraint, pod: CelObject) -> list[tuple[Hashable, Callable[[CelObject], bool]]]:
+    """matchNodeInclusionPolicies: the node masks a node must be in (key, predicate)."""
+    out: list[tuple[Hashable, Callable[[CelObject], bool]]] = []
+    if c.honor_node_affinity:
+        affinity = (pod.get("affinity") or {}).get("nodeAffinity") or {}
+        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        key = ("node-affinity", repr((pod.get("nodeSelector") or {}, required)))
+        out.append((key, lambda node: required_node_affinity_matches(pod, node)))
+    if c.honor_node_taints:
+        tolerations = pod.get("tolerations") or ()
+        out.append((("taints", repr(tolerations)), lambda node: tolerates_node_taints(tolerations, node)))
+    return out
 
 
 def _included(tables: SnapshotTables, c: SpreadConstraint, pod: CelObject) -> BoolArray:
     """matchNodeInclusionPolicies per row."""
     mask = np.ones(tables.n, dtype=bool)
-    if c.honor_node_affinity:
-        affinity = (pod.get("affinity") or {}).get("nodeAffinity") or {}
-        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        key = ("node-affinity", repr((pod.get("nodeSelector") or {}, required)))
-        mask &= tables.node_mask(key, lambda node: required_node_affinity_matches(pod, node))
-    if c.honor_node_taints:
-        tolerations = pod.get("tolerations") or ()
-        key = ("taints", repr(tolerations))
-        mask &= tables.node_mask(key, lambda node: tolerates_node_taints(tolerations, node))
+    for key, predicate in _inclusion(c, pod):
+        mask &= tables.node_mask(key, predicate)
     return mask
 
 
@@ -65,29 +79,53 @@ def _all_keys(tables: SnapshotTables, domains: Mapping[str, Domains]) -> BoolArr
     return mask
 
 
+def _domain_totals(
+    tables: SnapshotTables,
+    pod: CelObject,
+    key: str,
+    constraints: list[SpreadConstraint],
+    domains: Mapping[str, Domains],
+) -> DomainTotals:
+    """The matching pods per domain of `key` over the nodes counted for the pod's constraints on
+    `key` (every one of the pod's keys labelled, included by one of them; constraints sharing a key
+    share its pairs: a node's count is the last including one's), kept across pods row by row."""
+    ns = str(pod.get("namespace", ""))
+    on_key = [c for c in constraints if c.topology_key == key]
+    parts = [(c, _inclusion(c, pod)) for c in on_key]
+    table_key = (
+        "spread-totals",
+        ns,
+        key,
+        tuple(domains),
+        tuple((None if c.selector_empty else c.selector_key, tuple(k for k, _ in inc)) for c, inc in parts),
+    )
+
+    def row_values(rows: IntpArray) -> tuple[Int64Array, Int64Array]:
+        has_all = np.ones(len(rows), dtype=bool)
+        for d in domains.values():
+            has_all &= d.codes[rows] >= 0
+        count = np.zeros(len(rows), dtype=np.int64)
+        included = np.zeros(len(rows), dtype=bool)
+        for c, inc in parts:
+            mask = has_all.copy()
+            for mask_key, predicate in inc:
+                mask &= tables.node_mask_at(mask_key, predicate, rows)
+            count = np.where(mask, _matching(tables, c, ns, rows), count)
+            included |= mask
+        return np.where(included, domains[key].codes[rows], -1), count
+
+    return tables.domain_totals(table_key, domains[key], row_values)
+
+
 def filter_state(
-    tables: SnapshotTables, pod: CelObject, when: str, workloads: WorkloadIndex | None = None
+    tables: SnapshotTables, pod: CelObject, constraints: list[SpreadConstraint]
 ) -> list[dict[str, Any]]:
-    """The pod's constraints of one kind with their domain counts (`cluster.topologySpread`)."""
-    constraints, _ = spread_constraints(pod, when, workloads)
+    """The pod's `constraints` (of one kind) with their domain counts (`cluster.topologySpread`)."""
     if not constraints:
         return []
-    ns = str(pod.get("namespace", ""))
     domains = {c.topology_key: tables.domains(c.topology_key) for c in constraints}
-    has_all = _all_keys(tables, domains)
-    sums = DomainSums(tables.n)
-    for key, d in domains.items():
-        # constraints sharing a key share its pairs; a node's count is the last including one's
-        count = np.zeros(tables.n, dtype=np.int64)
-        included = np.zeros(tables.n, dtype=bool)
-        for c in constraints:
-            if c.topology_key == key:
-                inc = has_all & _included(tables, c, pod)
-                count = np.where(inc, _matching(tables, c, ns), count)
-                included |= inc
-        rows = np.flatnonzero(included)
-        sums.add(d, rows, count[rows])
-    return [spread_constraint_state(c, pod, sums.counts(c.topology_key)) for c in constraints]
+    counts = {key: _domain_totals(tables, pod, key, constraints, domains).counts() for key in domains}
+    return [spread_constraint_state(c, pod, dict(counts[c.topology_key])) for c in constraints]
 
 
 def score_state(

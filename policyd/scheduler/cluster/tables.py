@@ -130,6 +130,69 @@ class Domains(_Table):
         self.codes = _take(self.codes, perm, -1)
 
 
+class DomainTotals(_Table):
+    """Per row: the domain (of one `Domains` table) it counts for and its amount; per domain: the
+    total. Rows are set one by one from the tables they derive from (a bind
+    moves one row's amount and so one domain's total), not from the node dicts."""
+
+    def __init__(self, n: int, domains: Domains) -> None:
+        super().__init__(n)
+        self.domains = domains  # whose codes the rows hold (a new `Domains` table needs a new one)
+        self.codes: Int64Array = np.full(n, -1, dtype=np.int64)  # -1: the row counts for no domain
+        self.amounts: Int64Array = np.zeros(n, dtype=np.int64)
+        self.totals: Int64Array = np.zeros(0, dtype=np.int64)
+        self._order: list[int] | None = None  # counted domains by their first row
+
+    def set_rows(self, rows: IntpArray, codes: Int64Array, amounts: Int64Array) -> None:
+        """Row `rows[i]` now counts `amounts[i]` for domain `codes[i]` (-1: for none)."""
+        size = len(self.domains.values)
+        if size > len(self.totals):
+            self.totals = np.concatenate([self.totals, np.zeros(size - len(self.totals), dtype=np.int64)])
+        old = self.codes[rows]
+        if len(rows) <= 8:  # a few rows (a bind's): domain by domain
+            totals = self.totals
+            moves = zip(
+                old.tolist(), self.amounts[rows].tolist(), codes.tolist(), amounts.tolist(), strict=True
+            )
+            for was, had, code, amount in moves:
+                if was >= 0:
+                    totals[was] -= had
+                if code >= 0:
+                    totals[code] += amount
+                if was != code:
+                    self._order = None
+        else:
+            for sign, c, a in ((-1, old, self.amounts[rows]), (1, codes, amounts)):
+                counted = c >= 0
+                if counted.any():
+                    c, a = c[counted], a[counted]
+                    self.totals += sign * np.bincount(c, weights=a, minlength=size).astype(np.int64)
+            if not np.array_equal(old, codes):
+                self._order = None
+        self.codes[rows] = codes
+        self.amounts[rows] = amounts
+
+    def counts(self) -> dict[Any, int]:
+        """The counted domains' values and totals, in the order of their first row."""
+        if self._order is None:
+            rows = np.flatnonzero(self.codes >= 0)
+            codes, first = np.unique(self.codes[rows], return_index=True)
+            self._order = codes[np.argsort(first)].tolist()
+        values, totals = self.domains.values, self.totals
+        return {values[c]: int(totals[c]) for c in self._order}
+
+    def update(self, rows: list[int], cels: Sequence[CelObject]) -> None:
+        raise TypeError("domain totals are set from other tables (SnapshotTables.domain_totals)")
+
+    def remap(self, perm: IntpArray) -> None:
+        super().remap(perm)
+        self.versions[:] = _NEVER  # recounted from scratch: layouts change rarely
+        self.codes = np.full(len(perm), -1, dtype=np.int64)
+        self.amounts = np.zeros(len(perm), dtype=np.int64)
+        self.totals[:] = 0
+        self._order = None
+
+
 class _ExistingTerms(_Table):
     """The inter-pod affinity terms of existing pods: per (kind, term), the rows carrying it."""
 
@@ -311,6 +374,11 @@ class ClusterIndex:
         self._tables.move_to_end(key)
         return cast(TableT, table)
 
+    def replace_table(self, key: Hashable, table: _Table) -> None:
+        """Hold `table` as the keyed table `key` (most recently used)."""
+        self._tables[key] = table
+        self._tables.move_to_end(key)
+
     def existing_terms(self) -> _ExistingTerms:
         """The table of existing pods' inter-pod affinity terms."""
         if self._terms is None:
@@ -435,20 +503,66 @@ class SnapshotTables:
             self.index.rows_updated += int(rows.size)
         return table
 
+    def _sync_rows(self, table: TableT, rows: IntpArray) -> TableT:
+        """`table` brought up to date at `rows` alone (each row is kept at its own version)."""
+        self.index.use_layout(self.names)
+        stale = rows[table.versions[rows] != self._versions[rows]]
+        if stale.size:
+            table.update(stale.tolist(), self.cels)
+            table.versions[stale] = self._versions[stale]
+            self.index.rows_updated += int(stale.size)
+        return table
+
     def pod_counts(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> Int64Array:
         """Per row: pods satisfying `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _PodCounts(n, predicate))
         return self._sync(table).values
+
+    def pod_counts_at(
+        self, key: Hashable, predicate: Callable[[CelObject], bool], rows: IntpArray
+    ) -> Int64Array:
+        """`pod_counts(key, predicate)[rows]`, bringing only those rows up to date."""
+        table = self.index.table(key, lambda n: _PodCounts(n, predicate))
+        return self._sync_rows(table, rows).values[rows]
 
     def node_mask(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> BoolArray:
         """Per row: whether the node satisfies `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _NodeMask(n, predicate))
         return self._sync(table).values
 
+    def node_mask_at(
+        self, key: Hashable, predicate: Callable[[CelObject], bool], rows: IntpArray
+    ) -> BoolArray:
+        """`node_mask(key, predicate)[rows]`, bringing only those rows up to date."""
+        table = self.index.table(key, lambda n: _NodeMask(n, predicate))
+        return self._sync_rows(table, rows).values[rows]
+
     def domains(self, key: str) -> Domains:
         """The domain codes of topology key `key`."""
         table = self.index.table(("domains", key), lambda n: Domains(n, key))
         return self._sync(table)
+
+    def domain_totals(
+        self,
+        key: Hashable,
+        domains: Domains,
+        row_values: Callable[[IntpArray], tuple[Int64Array, Int64Array]],
+    ) -> DomainTotals:
+        """The totals per domain of `domains` (one table per `key`) of what `row_values(rows)` gives
+        the rows: each row's domain code (-1: none) and amount, read from tables already brought up
+        to date; only the rows whose version moved are asked again."""
+        self.index.use_layout(self.names)
+        table = self.index.table(key, lambda n: DomainTotals(n, domains))
+        if table.domains is not domains:  # its domain table was dropped and made again: new codes
+            table = DomainTotals(self.n, domains)
+            self.index.replace_table(key, table)
+        rows = np.flatnonzero(table.versions != self._versions)
+        if rows.size:
+            codes, amounts = row_values(rows)
+            table.set_rows(rows, codes, amounts)
+            table.versions[rows] = self._versions[rows]
+            self.index.rows_updated += int(rows.size)
+        return table
 
     def existing_terms(self) -> list[tuple[TermKey, IntpArray, Int64Array]]:
         """Every existing pod's (kind, term) with the rows carrying it and how many pods there do."""

@@ -124,6 +124,9 @@ BOOL_ATOMS = (
     'node.name == "n1"',
     '"example.com/gpu" in node.free',
     "has(node.labels.zone)",
+    # one label read twice, a map lookup behind a membership test (the spread filter's shape)
+    '(node.labels["zone"] in {"a": 1, "b": 3} ? {"a": 1, "b": 3}[node.labels["zone"]] : 0) + 1 > 2',
+    '!("rack" in node.labels) || (node.labels["rack"] in {"a": 0} ? 5 : 1) - 2 > node.podCount',
 )
 
 

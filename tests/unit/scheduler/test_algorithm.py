@@ -19,7 +19,7 @@ from policyd.scheduler.algorithm.feasibility import (
 )
 from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import GroupCache
-from policyd.scheduler.algorithm.schedule import Algorithm
+from policyd.scheduler.algorithm.schedule import BULK_MIN, Algorithm, _need_groups
 from policyd.scheduler.algorithm.scoring import normalize, weigh
 from policyd.scheduler.algorithm.selection import select_host
 from policyd.scheduler.cache import Cache
@@ -149,6 +149,30 @@ def test_weighted_totals_and_selection_agree_with_the_oracle(
     scores = [oracle.NodeScore(str(i), t) for i, t in enumerate(totals)]
     expected = oracle.select_host(scores, random.Random(seed)).node
     assert str(select_host(got, random.Random(seed))) == expected
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(
+    st.integers(1, 70).flatmap(
+        lambda rules: st.lists(
+            st.lists(st.booleans(), min_size=rules, max_size=rules), min_size=1, max_size=3 * BULK_MIN
+        )
+    ),
+    st.integers(0, 3),
+)
+def test_need_groups_ask_each_row_for_exactly_its_rules(rows: list[list[bool]], copies: int) -> None:
+    """Every row needing a rule is in one group; a group of BULK_MIN rows or more is asked for
+    exactly the rules each of its rows needs (only a group too small for a plan may hold others)."""
+    need = np.array(rows * (1 + copies * BULK_MIN // len(rows)), dtype=bool)
+    groups = _need_groups(need)
+    members = np.concatenate([m for m, _ in groups]) if groups else np.zeros(0, dtype=np.intp)
+    assert sorted(members.tolist()) == np.flatnonzero(need.any(axis=1)).tolist()
+    for m, wanted in groups:
+        assert m.size and wanted.any()
+        if m.size >= BULK_MIN:
+            assert (need[m] == wanted).all()
+        else:
+            assert (need[m] <= wanted).all()
 
 
 def test_select_host_picks_the_best_and_breaks_ties_at_random() -> None:
