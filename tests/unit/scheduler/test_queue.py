@@ -183,13 +183,19 @@ def test_a_preemptor_waits_for_its_own_victims_not_for_any_deletion() -> None:
     assert popped is not None and popped.key == "default/preemptor"
 
 
-def test_a_preemptor_whose_victims_are_not_seen_gone_moves_again_after_the_wait() -> None:
-    q, clock = make_queue()
+def parked_preemptor(q: SchedulingQueue, victims: list[str]) -> str:
+    """A preemptor popped, its victims being deleted, parked unschedulable; its key."""
     q.add(FakePod("preemptor", priority=10), PROFILE)
     qp = q.pop()
     assert qp
-    q.await_victims(qp.key, ["default/v1"])
+    q.await_victims(qp.key, victims)
     q.add_unschedulable(qp, [FIT])
+    return qp.key
+
+
+def test_a_preemptor_whose_victims_are_not_seen_gone_moves_again_after_the_wait() -> None:
+    q, clock = make_queue()
+    parked_preemptor(q, ["default/v1"])
     clock.advance(QueueConfig().victims_wait - 0.1)
     assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 0
     clock.advance(0.2)
@@ -200,12 +206,7 @@ def test_a_preemptor_whose_victims_are_not_seen_gone_moves_again_after_the_wait(
 
 def test_a_deleted_preemptor_stops_waiting() -> None:
     q, _ = make_queue()
-    q.add(FakePod("preemptor", priority=10), PROFILE)
-    qp = q.pop()
-    assert qp
-    q.await_victims(qp.key, ["default/v1"])
-    q.add_unschedulable(qp, [FIT])
-    q.delete(qp.key)
+    q.delete(parked_preemptor(q, ["default/v1"]))
     q.add(FakePod("preemptor", priority=10), PROFILE)  # re-created under the same name
     again = q.pop()
     assert again is not None

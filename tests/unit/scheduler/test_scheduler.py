@@ -264,8 +264,8 @@ class _CountingCluster(SimulatedCluster):
         super().set_nominated_node(pod, node)
 
 
-def test_an_unchanged_condition_is_not_written_again() -> None:
-    cluster = _CountingCluster([node_obj("a", 1000)], [pod_obj("p", "2")], [])
+def _counting(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> tuple[Scheduler, _CountingCluster]:
+    cluster = _CountingCluster(nodes, pods, [])
     sched = Scheduler(
         policy_set(FakeProfile()),
         cluster,
@@ -274,6 +274,11 @@ def test_an_unchanged_condition_is_not_written_again() -> None:
     )
     cluster.start(sched)
     sched.run_until_settled()
+    return sched, cluster
+
+
+def test_an_unchanged_condition_is_not_written_again() -> None:
+    sched, cluster = _counting([node_obj("a", 1000)], [pod_obj("p", "2")])
     assert isinstance(sched.clock, FakeClock)
     sched.clock.advance(301)  # parked longer than 5 min: tried again, fails the same way
     assert sched.queue.flush_unschedulable() == 1
@@ -287,19 +292,10 @@ def test_an_unchanged_condition_is_not_written_again() -> None:
 
 
 def test_a_preemptors_nomination_is_written_with_its_condition() -> None:
-    cluster = _CountingCluster(
+    _, cluster = _counting(
         [node_obj("a", 1000)],
         [pod_obj("low", "800m", priority=1, node="a"), pod_obj("p", "800m", priority=5)],
-        [],
     )
-    sched = Scheduler(
-        policy_set(FakeProfile()),
-        cluster,
-        clock=FakeClock(),
-        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
-    )
-    cluster.start(sched)
-    sched.run_until_settled()
     assert cluster.status_writes[0][0] == "default/p" and cluster.status_writes[0][2] == "a"
     assert ("default/p", "a") not in cluster.nominations  # no second write for the nomination
     assert cluster.node_of("default/p") == "a"
