@@ -98,6 +98,10 @@ ALGORITHM_METRICS = {
 # ---- the pod watch -------------------------------------------------------------------------------
 
 
+# deletions finished at the same time by the kubelet stand-in
+REAPER_CONNECTIONS = 64
+
+
 def pod_state(obj: KubeObject) -> str:
     """`bound`, `unschedulable` (PodScheduled=False, Unschedulable) or `pending`."""
     if (obj.get("spec") or {}).get("nodeName"):
@@ -114,12 +118,17 @@ class PodTracker:
 
     def __init__(self, client: Any) -> None:
         from policyd.backends.kube.informer import Informer, Resource
+        from policyd.backends.kube.multiplex import RequestLoop
 
         self.client = client
         self.bound_at: dict[str, float] = {}
         self.unschedulable: set[str] = set()
         self._cond = threading.Condition()
-        self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="reaper")
+        # the kubelets' part: a pod being deleted is finished at once, every one in flight together
+        # (one kubelet per node works in parallel; 4 blocking threads finished 1500 preemption victims
+        # over 3-4 s, the deletion events of Preemption/500 then arrived 3.3 s after the scheduler's
+        # DELETE was answered, and that, not the scheduler, spaced the preemptors' binds)
+        self._reaper = RequestLoop(client, name="reaper", max_connections=REAPER_CONNECTIONS)
         self._reaped: set[str] = set()
         self.informer = Informer(
             client,
@@ -138,7 +147,7 @@ class PodTracker:
     def stop(self) -> None:
         """Stop watching and reaping."""
         self.informer.stop()
-        self._reaper.shutdown(wait=False, cancel_futures=True)
+        self._reaper.stop(2.0)
 
     def observe(self, obj: KubeObject) -> None:
         """Record one pod as the watch delivers it (added or updated)."""
@@ -148,9 +157,7 @@ class PodTracker:
         state = pod_state(obj)
         if meta.get("deletionTimestamp") and key not in self._reaped:
             self._reaped.add(key)  # no kubelet: finish the deletion as the kubelet would
-            self._reaper.submit(
-                self._reap, str(meta.get("namespace")), str(meta.get("name")), meta.get("uid")
-            )
+            self._reap(str(meta.get("namespace")), str(meta.get("name")), meta.get("uid"))
         with self._cond:
             if state == "bound":
                 self.bound_at.setdefault(key, now)
@@ -167,11 +174,16 @@ class PodTracker:
             self._cond.notify_all()
 
     def _reap(self, namespace: str, name: str, uid: Any) -> None:
-        from policyd.backends.kube.api_backend import delete_pod
+        from policyd.backends.kube.api_backend import delete_options
+        from policyd.backends.kube.client import object_path
 
+        path = object_path("v1", "pods", namespace, name)
         try:
-            delete_pod(self.client, namespace, name, str(uid or ""), grace=0)
-        except Exception:  # noqa: BLE001 - best effort; a deleted pod no longer counts anyway
+            # best effort: a failed deletion leaves the pod terminating, and a deleted pod no longer counts
+            self._reaper.submit(
+                "DELETE", path, lambda _result, _error: None, body=delete_options(str(uid or ""), 0)
+            )
+        except RuntimeError:  # stopping
             pass
 
     def settled(self, keys: Sequence[str]) -> int:
