@@ -187,7 +187,17 @@ def test_policyd_run_serves_kube_scheduler_metrics_and_logs_its_lifecycle_at_the
                             return float(s.value)
                 return 0.0
 
+            # the gauges are refreshed together; a leftover pod of another test may be the first parked
             wait_for(lambda: sample("scheduler_pending_pods", queue="unschedulable") >= 1, 30)
+            wait_for(
+                lambda: (
+                    sample(
+                        "scheduler_unschedulable_pods", plugin="default/NodeResourcesFit", profile="policyd"
+                    )
+                    >= 1
+                ),
+                30,
+            )
             assert sample("scheduler_schedule_attempts_total", profile="policyd", result="scheduled") >= 1
             assert sample("scheduler_schedule_attempts_total", profile="policyd", result="unschedulable") >= 1
             assert sample("scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") >= 1
