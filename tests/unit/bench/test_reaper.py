@@ -1,4 +1,4 @@
-"""The e2e harness's kubelet stand-in: a pod being deleted is finished with grace 0, once, at once."""
+"""The e2e harness's kubelet stand-in: a pod being deleted is finished with grace 0, once, all at once."""
 
 from __future__ import annotations
 
@@ -11,20 +11,22 @@ from tests.unit.backends.scripted_http import Server, client_for
 
 
 def test_a_pod_being_deleted_is_finished_once_and_deletions_overlap() -> None:
-    arrived = threading.Barrier(3, timeout=5)
+    victims = [f"v{i}" for i in range(8)]
+    # every deletion in flight together: a reaper with fewer workers than victims never gets past this
+    arrived = threading.Barrier(len(victims), timeout=5)
     bodies: list[tuple[str, dict[str, object]]] = []
 
     def finish(conn: socket.socket, request: bytes) -> bool:
         head, _, body = request.partition(b"\r\n\r\n")
+        arrived.wait()
         bodies.append((head.split(b" ")[1].decode(), json.loads(body)))
-        arrived.wait()  # three victims' deletions in flight together, not one after another
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
         return True
 
-    server = Server([finish] * 3)
+    server = Server([finish] * len(victims))
     tracker = PodTracker(client_for(server))
     try:
-        for name in ("v1", "v2", "v3"):
+        for name in victims:
             pod = {
                 "metadata": {"namespace": "ns", "name": name, "uid": f"u-{name}", "deletionTimestamp": "x"}
             }
@@ -34,9 +36,6 @@ def test_a_pod_being_deleted_is_finished_once_and_deletions_overlap() -> None:
     finally:
         tracker._reaper.stop(2.0)
         server.close()
-    assert sorted(path for path, _ in bodies) == [f"/api/v1/namespaces/ns/pods/v{i}" for i in (1, 2, 3)]
-    assert {(b["gracePeriodSeconds"], b["preconditions"]["uid"]) for _, b in bodies} == {  # type: ignore[index]
-        (0, "u-v1"),
-        (0, "u-v2"),
-        (0, "u-v3"),
-    }
+    assert sorted(path for path, _ in bodies) == [f"/api/v1/namespaces/ns/pods/{v}" for v in victims]
+    got = {(b["gracePeriodSeconds"], b["preconditions"]["uid"]) for _, b in bodies}  # type: ignore[index]
+    assert got == {(0, f"u-{v}") for v in victims}
