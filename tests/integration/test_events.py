@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from policyd.backends.kube.api_backend import ApiBackend
 from policyd.backends.kube.client import KubeClient, object_path
-from policyd.backends.kube.events import EventRecorder, PodStatusWriter
+from policyd.backends.kube.events import EventRecorder
 
 from .apiserver import KubeTestContext
 
@@ -64,20 +66,30 @@ def test_repeated_failures_aggregate_and_are_rate_limited(kube: KubeClient, k8s:
     assert events[0]["count"] == 5
 
 
+@dataclass
+class _Pod:
+    key: str
+    uid: str
+
+
 def test_unschedulable_condition_and_nominated_node(kube: KubeClient, k8s: KubeTestContext) -> None:
-    make_pod(kube, k8s.namespace, "p")
-    status = PodStatusWriter(kube)
+    created = make_pod(kube, k8s.namespace, "p")
+    p = _Pod(f"{k8s.namespace}/p", created["metadata"]["uid"])
+    backend = ApiBackend(kube)
     msg = "0/2 nodes are available: 2 Insufficient memory."
-    status.set_unschedulable(k8s.namespace, "p", msg)
-    status.set_nominated_node(k8s.namespace, "p", "node-7")
+    backend.patch_pod_scheduled(p, {"status": "False", "reason": "Unschedulable", "message": msg}, "node-7")
+    assert backend.flush(10)
     pod = kube.request("GET", object_path("v1", "pods", k8s.namespace, "p"))
     conds = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert len(conds) == 1
     assert (conds[0]["status"], conds[0]["reason"], conds[0]["message"]) == ("False", "Unschedulable", msg)
     assert pod["status"]["nominatedNodeName"] == "node-7"
     # a second failure replaces the condition rather than adding one
-    status.set_unschedulable(k8s.namespace, "p", "0/2 nodes are available: 2 Insufficient cpu.")
-    status.set_nominated_node(k8s.namespace, "p", None)
+    cpu = "0/2 nodes are available: 2 Insufficient cpu."
+    backend.patch_pod_scheduled(p, {"status": "False", "reason": "Unschedulable", "message": cpu})
+    backend.set_nominated_node(p, None)  # after the condition: a pod's patches go in order
+    assert backend.flush(10)
+    backend.stop()
     pod = kube.request("GET", object_path("v1", "pods", k8s.namespace, "p"))
     conds = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert len(conds) == 1 and conds[0]["message"].endswith("Insufficient cpu.")

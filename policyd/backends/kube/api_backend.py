@@ -424,20 +424,6 @@ def delete_options(uid: str = "", grace: int | None = None) -> dict[str, Any]:
     return body
 
 
-def delete_pod(
-    client: KubeClient, namespace: str, name: str, uid: str = "", grace: int | None = None
-) -> bool:
-    """DELETE a pod (UID precondition, optional grace period); False when it was already gone."""
-    body = delete_options(uid, grace)
-    try:
-        client.request("DELETE", object_path("v1", "pods", namespace, name), body=body)
-    except ApiError as err:
-        if err.status in (404, 409):
-            return False
-        raise
-    return True
-
-
 # (verb, group, resource, namespace or "" for cluster-wide) of every call the back-end makes
 REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("list", "", "nodes"),

@@ -1,4 +1,4 @@
-"""Events (core/v1) with kube-scheduler's texts, aggregated and rate-limited; pod status patches.
+"""Events (core/v1) with kube-scheduler's texts, aggregated and rate-limited; the pod status patches' bodies.
 
 Like client-go's EventCorrelator: an event equal to an earlier one (same object, type, reason,
 message) updates that Event's `count` and `lastTimestamp` instead of creating another; and a token
@@ -258,28 +258,6 @@ class EventRecorder:
                 )
 
         self._loop.submit("POST", object_path("v1", "events", ref.namespace), created, body=body)
-
-
-class PodStatusWriter:
-    """Patches pods' status subresource: the PodScheduled condition and nominatedNodeName."""
-
-    def __init__(self, client: KubeClient) -> None:
-        self.client = client
-
-    def _patch(self, namespace: str, name: str, status: JSON) -> JSON:
-        return self.client.request(
-            "PATCH", status_path(namespace, name), body={"status": status}, content_type=STATUS_PATCH
-        )
-
-    def set_unschedulable(
-        self, namespace: str, name: str, message: str, reason: str = "Unschedulable"
-    ) -> JSON:
-        """PodScheduled=False with `reason` and `message` (kube-scheduler's condition on failure)."""
-        return self._patch(namespace, name, unschedulable_status(message, reason))
-
-    def set_nominated_node(self, namespace: str, name: str, node: str | None) -> JSON:
-        """Set `status.nominatedNodeName` (None or "" clears it)."""
-        return self._patch(namespace, name, nominated_status(node))
 
 
 STATUS_PATCH = "application/strategic-merge-patch+json"
