@@ -100,9 +100,19 @@ class _Bucket:
 
 @dataclass
 class _Seen:
+    """One Event as written: its name and count, and whether a write of it is in flight.
+
+    Writes of one Event go one at a time (as client-go's single sink goroutine writes them): the
+    create, then each update, so an update never reaches the API server before its create and a
+    lower count never lands after a higher one. Events recorded while a write is in flight are
+    counted and sent with the next update, which carries the latest count."""
+
     name: str
     count: int
     first: str
+    busy: bool = False
+    stale: bool = False  # counted while busy: the next update is owed
+    last: str = ""
 
 
 class EventRecorder:
@@ -184,44 +194,73 @@ class EventRecorder:
                 self.dropped += 1
                 return
             seen = self._seen.get(key)
-            if seen is not None:
-                seen.count += 1
-                self._seen.move_to_end(key)
-                count, name, first = seen.count, seen.name, seen.first
+            if seen is None:
+                seen = _Seen(f"{ref.name}.{time.time_ns():x}", 1, now, busy=True, last=now)
+                self._remember(key, seen)
+                create = True
             else:
-                count, name, first = 1, f"{ref.name}.{time.time_ns():x}", now
-        path = object_path("v1", "events", ref.namespace)
-        if count > 1:
+                self._seen.move_to_end(key)
+                seen.count += 1
+                seen.last = now
+                if seen.busy:
+                    seen.stale = True
+                    return
+                seen.busy = True
+                create = False
+        if create:
+            self._create(key, seen, ref, event_type, reason, message)
+        else:
+            self._update(key, seen, ref, event_type, reason, message)
 
-            def patched(_result: JSON, err: ApiError | None) -> None:
-                if err is None:
-                    with self._lock:
-                        self.written += 1
-                elif err.not_found:  # the Event expired (TTL) or was deleted: create a fresh one
-                    self._create(
-                        key, ref, event_type, reason, message, f"{ref.name}.{time.time_ns():x}", 1, now, now
+    def _remember(self, key: tuple[str, ...], seen: _Seen) -> None:
+        self._seen[key] = seen
+        self._seen.move_to_end(key)
+        if len(self._seen) > CACHE_SIZE:
+            self._seen.popitem(last=False)
+
+    def _done(self, key: tuple[str, ...], seen: _Seen, ref: ObjectRef, *args: str) -> None:
+        """A write of `seen` ended: send the update owed, if any, else mark it idle."""
+        with self._lock:
+            if not seen.stale:
+                seen.busy = False
+                return
+            seen.stale = False
+        self._update(key, seen, ref, *args)
+
+    def _update(
+        self, key: tuple[str, ...], seen: _Seen, ref: ObjectRef, event_type: str, reason: str, message: str
+    ) -> None:
+        with self._lock:
+            name, count, last = seen.name, seen.count, seen.last
+
+        def patched(_result: JSON, err: ApiError | None) -> None:
+            if err is None:
+                with self._lock:
+                    self.written += 1
+            elif err.not_found:  # the Event expired (TTL) or was deleted: create a fresh one
+                with self._lock:
+                    seen.name, seen.count, seen.first, seen.stale = (
+                        f"{ref.name}.{time.time_ns():x}",
+                        1,
+                        last,
+                        False,
                     )
-                else:
-                    log.warning("event update failed event=%s err=%s", name, err)
+                self._create(key, seen, ref, event_type, reason, message)
+                return
+            else:
+                log.warning("event update failed event=%s err=%s", name, err)
+            self._done(key, seen, ref, event_type, reason, message)
 
-            patch = {"count": count, "lastTimestamp": now}
-            content_type = "application/strategic-merge-patch+json"
-            self._loop.submit("PATCH", f"{path}/{name}", patched, body=patch, content_type=content_type)
-            return
-        self._create(key, ref, event_type, reason, message, name, count, first, now)
+        path = object_path("v1", "events", ref.namespace)
+        patch = {"count": count, "lastTimestamp": last}
+        content_type = "application/strategic-merge-patch+json"
+        self._loop.submit("PATCH", f"{path}/{name}", patched, body=patch, content_type=content_type)
 
     def _create(
-        self,
-        key: tuple[str, ...],
-        ref: ObjectRef,
-        event_type: str,
-        reason: str,
-        message: str,
-        name: str,
-        count: int,
-        first: str,
-        now: str,
+        self, key: tuple[str, ...], seen: _Seen, ref: ObjectRef, event_type: str, reason: str, message: str
     ) -> None:
+        with self._lock:
+            name, count, first, last = seen.name, seen.count, seen.first, seen.last
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
@@ -234,23 +273,19 @@ class EventRecorder:
             "reportingComponent": self.component,
             "reportingInstance": self.instance,
             "firstTimestamp": first,
-            "lastTimestamp": now,
+            "lastTimestamp": last,
             "count": count,
         }
-        # seen at once: an equal event recorded while this one is in flight updates it
-        with self._lock:
-            self._seen[key] = _Seen(name, count, first)
-            self._seen.move_to_end(key)
-            if len(self._seen) > CACHE_SIZE:
-                self._seen.popitem(last=False)
 
         def created(_result: JSON, err: ApiError | None) -> None:
             if err is None:
                 with self._lock:
                     self.written += 1
+                self._done(key, seen, ref, event_type, reason, message)
                 return
-            with self._lock:
-                if (seen := self._seen.get(key)) is not None and seen.name == name:
+            with self._lock:  # forget it: the next equal event creates one again
+                seen.busy = False
+                if self._seen.get(key) is seen:
                     del self._seen[key]
             if not err.not_found:
                 log.warning(

@@ -1,0 +1,83 @@
+"""The event recorder's writes: one Event is written one request at a time, so an update never reaches
+the API server before the Event's create, and counts recorded meanwhile go out with the next update."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from policyd.backends.kube.events import EventRecorder
+from tests.unit.backends.scripted_http import Handler, Server, client_for
+
+POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}}
+
+
+class _Api:
+    """Holds every request until released; records what arrived, in order; answers 201 with {}."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Condition()
+        self.arrived: list[tuple[str, str, dict[str, object]]] = []
+
+    def handler(self, conn: socket.socket, request: bytes) -> bool:
+        line, _, rest = request.partition(b"\r\n")
+        method, path = line.decode().split()[:2]
+        with self.lock:
+            self.arrived.append((method, path, json.loads(rest.partition(b"\r\n\r\n")[2] or b"{}")))
+            self.lock.notify_all()
+        self.release.wait(10)
+        conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+        return True
+
+
+def _wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_equal_events_recorded_while_the_create_is_in_flight_go_out_as_one_later_update(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
+    api = _Api()
+    rec = EventRecorder(client_for(serve([api.handler] * 10)))  # type: ignore[arg-type]
+    try:
+        for _ in range(5):
+            rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
+        with api.lock:
+            assert api.lock.wait_for(lambda: len(api.arrived) == 1, 5)
+        assert _wait(lambda: rec._loop.pending() == 1)  # the four others were recorded: no request yet
+        assert len(api.arrived) == 1
+    finally:
+        api.release.set()
+        assert rec.flush(10)
+        rec.stop()
+    (post_method, post_path, created), (patch_method, patch_path, update) = api.arrived
+    assert (post_method, post_path) == ("POST", "/api/v1/namespaces/ns/events")
+    assert created["count"] == 1 and created["reason"] == "FailedScheduling"
+    name = created["metadata"]["name"]  # type: ignore[index]
+    assert (patch_method, patch_path) == ("PATCH", f"/api/v1/namespaces/ns/events/{name}")
+    assert update["count"] == 5
+    assert rec.written == 2 and rec.dropped == 0
+
+
+def test_different_events_are_in_flight_together(serve: Callable[[list[Handler]], Server]) -> None:
+    api = _Api()
+    rec = EventRecorder(client_for(serve([api.handler] * 10)))  # type: ignore[arg-type]
+    try:
+        rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
+        rec.scheduled(POD, "node-1")
+        with api.lock:
+            assert api.lock.wait_for(lambda: len(api.arrived) == 2, 5)
+    finally:
+        api.release.set()
+        assert rec.flush(10)
+        rec.stop()
+    assert sorted(body["reason"] for _, _, body in api.arrived) == ["FailedScheduling", "Scheduled"]
