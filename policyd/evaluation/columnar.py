@@ -9,7 +9,7 @@ resolves through the columns. `Unsupported` says a plan cannot evaluate an expre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,10 @@ class Cat:
 
     codes: npt.NDArray[np.intp]
     values: list[Any]
+    # value -> code of `values[:strings]`, all strings, when the column keeps that index (labels):
+    # `x in map` then looks up the map's keys instead of testing every value
+    index: Mapping[Any, int] | None = None
+    strings: int = 0
 
 
 class NodeRef:
@@ -85,9 +89,12 @@ OPERATORS: dict[str, Callable[..., Any]] = {
 LOGIC = frozenset({"_&&_", "_||_", "_?_:_", "@not_strictly_false"})
 
 
+_NODE_DEPENDENT = frozenset({Num, Cat, NodeRef, MapRef, LabelsRef})  # final classes: no subclasses
+
+
 def is_scalar(v: Any) -> bool:
     """True for a pod-only value (not a column, categorical or node reference)."""
-    return not isinstance(v, Num | Cat | NodeRef | MapRef | LabelsRef)
+    return type(v) not in _NODE_DEPENDENT
 
 
 def scalar_kind(v: Any) -> str:
@@ -213,9 +220,16 @@ def _present(cat: Cat) -> tuple[list[Any], npt.NDArray[np.intp]]:
 
 
 def _column(codes: npt.NDArray[np.intp], results: list[Any]) -> Cat | Num:
-    """Per-value results as a column: bools as a bool `Num` (so `!`, `&&`, `||` stay vectorised)."""
-    if results and all(type(r) is bool for r in results):
+    """Per-value results as a column: bools (and errors) as a bool `Num` with an error mask, so `!`,
+    `&&`, `||` stay vectorised; anything else as a categorical."""
+    kinds = set(map(type, results))
+    if kinds == {bool}:
         return Num(np.array(results, dtype=bool)[codes], over=Cat(codes, results))
+    if kinds == {bool, EvalErr}:
+        bad = np.fromiter((type(r) is EvalErr for r in results), dtype=bool, count=len(results))
+        true = np.fromiter((r is True for r in results), dtype=bool, count=len(results))
+        err = bad[codes]
+        return Num(true[codes], err if err.any() else None, over=Cat(codes, results))
     return Cat(codes, results)
 
 
@@ -231,6 +245,19 @@ def _per_value(fn: Callable[..., Any], args: list[Any], pos: int, cat: Cat) -> C
 def member_of(cat: Cat, container: Any) -> Cat | Num:
     """CEL `x in container` for a categorical `x` and a pod-only map: a string's membership is a
     dictionary lookup (`runtime.map_lookup`); other values (errors, numbers) take the operator."""
+    index, strings = cat.index, cat.strings
+    if index is not None and isinstance(container, Mapping) and len(container) <= strings:
+        hit = np.zeros(len(cat.values), dtype=bool)
+        common = container.keys() & index.keys()  # strings only: the index holds nothing else
+        if common:
+            found = np.fromiter(map(index.__getitem__, common), dtype=np.intp, count=len(common))
+            hit[found[found < strings]] = True
+        bad = np.zeros(len(cat.values), dtype=bool)
+        for code in range(strings, len(cat.values)):  # the values outside the index (a missing key)
+            r = guarded(rt.in_)(cat.values[code], container)
+            hit[code], bad[code] = r is True, type(r) is not bool
+        err = bad[cat.codes]
+        return Num(hit[cat.codes] & ~err, err if err.any() else None)
     present, codes = _present(cat)
     slow = guarded(rt.in_)
     return _column(codes, [v in container if type(v) is str else slow(v, container) for v in present])

@@ -49,6 +49,11 @@ class Categorical:
             self.values.append(value)
         return code
 
+    @property
+    def index(self) -> Mapping[Hashable, int]:
+        """Value (or its key) -> code, for every value interned so far."""
+        return self._index
+
     def lookup(self, value: Any) -> int:
         """The code of `value`, or -2 when it never occurred (matches no row)."""
         return self._index.get(value, -2)

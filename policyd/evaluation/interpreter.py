@@ -120,6 +120,12 @@ class Interpreter:
         return self.let_values[name]
 
     def eval(self, e: ast.Expr) -> Any:
+        if type(e) is ast.Call:  # the common kinds first, by exact type (no subclasses)
+            return self.call(e)
+        if type(e) is ast.Select:
+            return self.select(e)
+        if type(e) is ast.Ident:
+            return self.ident(e.name)
         if isinstance(e, ast.Const):
             v = e.value
             if v is None or isinstance(v, ast.Null):
@@ -248,8 +254,9 @@ class Interpreter:
             if cat is None:
                 return missing
             codes = self.take(cat.codes).astype(np.intp)
+            strings = len(cat.values)  # label values are strings, interned as themselves
             known = self._labels[key] = Cat(
-                np.where(codes < 0, len(cat.values), codes), [*cat.values, missing]
+                np.where(codes < 0, strings, codes), [*cat.values, missing], cat.index, strings
             )
             return known
         values, present = self.columns.column(ref.name, key)

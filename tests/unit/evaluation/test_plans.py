@@ -127,6 +127,10 @@ BOOL_ATOMS = (
     # one label read twice, a map lookup behind a membership test (the spread filter's shape)
     '(node.labels["zone"] in {"a": 1, "b": 3} ? {"a": 1, "b": 3}[node.labels["zone"]] : 0) + 1 > 2',
     '!("rack" in node.labels) || (node.labels["rack"] in {"a": 0} ? 5 : 1) - 2 > node.podCount',
+    # membership of a label value in a pod-only map larger than, or keyed unlike, the label's values
+    'node.labels["rank"] in {"1": 0, "7": 1, "c": 2, "q": 3, "r": 4, "s": 5, "t": 6, "u": 7}',
+    'node.labels["rank"] in {"7": 1, "x1": 2}',
+    'dyn(node.labels["zone"]) in {1: "a", "b": 2}',
 )
 
 
