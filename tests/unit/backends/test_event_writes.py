@@ -47,7 +47,7 @@ def test_equal_events_recorded_while_the_create_is_in_flight_go_out_as_one_later
     serve: Callable[[list[Handler]], Server],
 ) -> None:
     api = _Api()
-    rec = EventRecorder(client_for(serve([api.handler] * 10)))  # type: ignore[arg-type]
+    rec = EventRecorder(client_for(serve([api.handler] * 10)), connections=8)  # type: ignore[arg-type]
     try:
         for _ in range(5):
             rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
@@ -68,9 +68,11 @@ def test_equal_events_recorded_while_the_create_is_in_flight_go_out_as_one_later
     assert rec.written == 2 and rec.dropped == 0
 
 
-def test_different_events_are_in_flight_together(serve: Callable[[list[Handler]], Server]) -> None:
+def test_different_events_are_in_flight_together_given_connections(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
     api = _Api()
-    rec = EventRecorder(client_for(serve([api.handler] * 10)))  # type: ignore[arg-type]
+    rec = EventRecorder(client_for(serve([api.handler] * 10)), connections=2)  # type: ignore[arg-type]
     try:
         rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
         rec.scheduled(POD, "node-1")
@@ -81,3 +83,20 @@ def test_different_events_are_in_flight_together(serve: Callable[[list[Handler]]
         assert rec.flush(10)
         rec.stop()
     assert sorted(body["reason"] for _, _, body in api.arrived) == ["FailedScheduling", "Scheduled"]
+
+
+def test_by_default_one_event_write_is_in_flight_at_a_time(serve: Callable[[list[Handler]], Server]) -> None:
+    api = _Api()
+    rec = EventRecorder(client_for(serve([api.handler] * 10)))  # type: ignore[arg-type]
+    try:
+        rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
+        rec.scheduled(POD, "node-1")
+        with api.lock:
+            assert api.lock.wait_for(lambda: len(api.arrived) == 1, 5)
+        assert _wait(lambda: rec._loop.pending() == 2)  # both recorded; the second waits its turn
+        assert len(api.arrived) == 1
+    finally:
+        api.release.set()
+        assert rec.flush(10)
+        rec.stop()
+    assert [body["reason"] for _, _, body in api.arrived] == ["FailedScheduling", "Scheduled"]
