@@ -253,11 +253,13 @@ def member_of(cat: Cat, container: Any) -> Cat | Num:
             found = np.fromiter(map(index.__getitem__, common), dtype=np.intp, count=len(common))
             hit[found[found < strings]] = True
         bad = np.zeros(len(cat.values), dtype=bool)
+        results: list[Any] = hit.tolist()
         for code in range(strings, len(cat.values)):  # the values outside the index (a missing key)
-            r = guarded(rt.in_)(cat.values[code], container)
+            r = results[code] = guarded(rt.in_)(cat.values[code], container)
             hit[code], bad[code] = r is True, type(r) is not bool
         err = bad[cat.codes]
-        return Num(hit[cat.codes] & ~err, err if err.any() else None)
+        # `over`: what it was computed from, so it pairs with other reads of the label without recoding
+        return Num(hit[cat.codes] & ~err, err if err.any() else None, over=Cat(cat.codes, results))
     present, codes = _present(cat)
     slow = guarded(rt.in_)
     return _column(codes, [v in container if type(v) is str else slow(v, container) for v in present])
