@@ -246,20 +246,33 @@ def member_of(cat: Cat, container: Any) -> Cat | Num:
     """CEL `x in container` for a categorical `x` and a pod-only map: a string's membership is a
     dictionary lookup (`runtime.map_lookup`); other values (errors, numbers) take the operator."""
     index, strings = cat.index, cat.strings
-    if index is not None and isinstance(container, Mapping) and len(container) <= strings:
-        hit = np.zeros(len(cat.values), dtype=bool)
-        common = container.keys() & index.keys()  # strings only: the index holds nothing else
-        if common:
-            found = np.fromiter(map(index.__getitem__, common), dtype=np.intp, count=len(common))
-            hit[found[found < strings]] = True
-        bad = np.zeros(len(cat.values), dtype=bool)
-        results: list[Any] = hit.tolist()
-        for code in range(strings, len(cat.values)):  # the values outside the index (a missing key)
-            r = results[code] = guarded(rt.in_)(cat.values[code], container)
-            hit[code], bad[code] = r is True, type(r) is not bool
-        err = bad[cat.codes]
+    if index is not None and isinstance(container, Mapping):
+        values = cat.values
+        if len(values) > len(cat.codes) + 64:
+            # a vocabulary larger than the rows (hostnames over a window): only the codes present
+            uniq, inverse = np.unique(cat.codes, return_inverse=True)
+            used, codes = uniq, inverse.astype(np.intp)
+        else:
+            used, codes = np.arange(len(values)), cat.codes
+        if len(container) < len(used):  # look the map's keys up among the values
+            hit = np.zeros(len(values), dtype=bool)
+            common = container.keys() & index.keys()  # strings only: the index holds nothing else
+            if common:
+                found = np.fromiter(map(index.__getitem__, common), dtype=np.intp, count=len(common))
+                hit[found[found < strings]] = True
+            true = hit[used]
+        else:  # look the values up in the map
+            true = np.fromiter(
+                (c < strings and values[c] in container for c in used.tolist()), dtype=bool, count=len(used)
+            )
+        results: list[Any] = true.tolist()
+        bad = np.zeros(len(used), dtype=bool)
+        for i in np.flatnonzero(used >= strings).tolist():  # values outside the index (a missing key)
+            r = results[i] = guarded(rt.in_)(values[used[i]], container)
+            true[i], bad[i] = r is True, type(r) is not bool
+        err = bad[codes]
         # `over`: what it was computed from, so it pairs with other reads of the label without recoding
-        return Num(hit[cat.codes] & ~err, err if err.any() else None, over=Cat(cat.codes, results))
+        return Num(true[codes] & ~err, err if err.any() else None, over=Cat(codes, results))
     present, codes = _present(cat)
     slow = guarded(rt.in_)
     return _column(codes, [v in container if type(v) is str else slow(v, container) for v in present])
