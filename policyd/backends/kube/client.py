@@ -42,6 +42,27 @@ JSON = dict[str, Any]
 DEFAULT_QPS = 50.0
 DEFAULT_BURST = 100
 DEFAULT_TIMEOUT = 30.0
+# client-go's rest client: a response that asks to wait (429, or 5xx with Retry-After) is sent again
+# after the seconds it names, at most this many times; then its error stands
+MAX_RETRY_AFTER_RETRIES = 10
+MAX_RETRY_AFTER_SECONDS = 60.0  # a longer wait named by the server is cut to this
+
+
+def retry_after(status: int, headers: Mapping[str, str]) -> float | None:
+    """Seconds the API server asked to wait before sending the request again (client-go's
+    `checkWait`: status 429 or >= 500 with an integer `Retry-After`), or None."""
+    if status != 429 and status < 500:
+        return None
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = int(value.strip())
+    except ValueError:
+        return None
+    return min(float(max(seconds, 0)), MAX_RETRY_AFTER_SECONDS)
+
+
 POOL_SIZE = 64  # idle keep-alive connections kept per client
 # how long a credential read through the configuration's refresh hook is reused; the Python client's
 # kubeconfig hook re-applies the whole kubeconfig to the configuration on every call (a quarter of
@@ -307,6 +328,7 @@ class KubeClient:
         length = None if payload is None else len(payload)
         verb = VERBS.get(method, method.lower())
         authorization, fresh = self.authorization()
+        waits = 0
         while True:
             self.limiter.acquire()  # every request sent takes a token, a resent one too
             head = self.request_head(method, path, query, content_type, length, authorization)
@@ -314,9 +336,17 @@ class KubeClient:
                 resp = self._pool.request(method, head, payload, timeout)
             except (OSError, ValueError) as err:
                 raise ApiError(0, verb, path, str(err) or repr(err), "Unreachable") from err
-            if resp.status != 401 or fresh:
+            if resp.status == 401 and not fresh:
+                authorization, fresh = self.authorization(fresh=True)
+                continue
+            wait = retry_after(resp.status, resp.headers)
+            if wait is None or waits >= MAX_RETRY_AFTER_RETRIES:
                 break
-            authorization, fresh = self.authorization(fresh=True)
+            waits += 1
+            log.info(
+                "api server asked to wait verb=%s path=%s status=%s seconds=%g", verb, path, resp.status, wait
+            )
+            time.sleep(wait)
         if self.on_response is not None:
             self.on_response(verb, path, resp.status)
         if not 200 <= resp.status <= 299:

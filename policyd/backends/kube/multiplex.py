@@ -14,8 +14,9 @@ waits for its token on the loop's timer rather than by sleeping. Connections are
 open ones are busy (at most `max_connections`) and kept alive; opening one (TCP, proxy CONNECT, TLS
 handshake) blocks the loop for that time, once per connection. A request on a reused connection
 that the server closed before answering is sent once more on a fresh connection, and a 401 with a
-reused credential once more with the credential read afresh, as `KubeClient.request` does. A request
-still unanswered after its timeout fails (its connection is closed). The completion callback runs
+reused credential once more with the credential read afresh, as `KubeClient.request` does; an answer
+asking to wait (429, or 5xx with Retry-After) sends the request again once the wait is over, on the
+loop's timer, as client-go does (`client.retry_after`). A request still unanswered after its timeout fails (its connection is closed). The completion callback runs
 on the loop thread, with the decoded JSON (or {}) and None, or {} and the `ApiError`; it must be short.
 """
 
@@ -35,7 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from policyd.backends.kube.client import DEFAULT_TIMEOUT, JSON, VERBS, ApiError, KubeClient, error_from
+from policyd.backends.kube.client import (
+    DEFAULT_TIMEOUT,
+    JSON,
+    MAX_RETRY_AFTER_RETRIES,
+    VERBS,
+    ApiError,
+    KubeClient,
+    error_from,
+    retry_after,
+)
 from policyd.backends.kube.transport import MAX_HEADERS, MAX_LINE, READ_SIZE, Connection, TransportError
 
 log = logging.getLogger(__name__)
@@ -58,6 +68,7 @@ class _Request:
     payload: bytes | None = None
     fresh_credential: bool = False  # sent with a credential read afresh (a 401 is final)
     resent: bool = False  # already sent once more after a stale connection
+    waits: int = 0  # sent again after the API server asked to wait (Retry-After)
     deadline: float = 0.0
 
     @property
@@ -433,6 +444,12 @@ class RequestLoop:
         if status == 401 and not request.fresh_credential:
             request.fresh_credential = True
             self._admit(request)  # once more with the credential read afresh
+            return
+        wait = retry_after(status, conn.headers)
+        if wait is not None and request.waits < MAX_RETRY_AFTER_RETRIES:
+            request.waits += 1  # sent again once the wait is over (and the limiter's token is due)
+            due = time.monotonic() + wait + self.client.limiter.reserve()
+            heapq.heappush(self._timers, (due, next(self._seq), request))
             return
         if self.client.on_response is not None:
             self.client.on_response(request.verb, request.path, status)
