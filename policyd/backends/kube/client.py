@@ -329,6 +329,8 @@ class KubeClient:
         verb = VERBS.get(method, method.lower())
         authorization, fresh = self.authorization()
         waits = 0
+        # waits asked for by the server end with the request's timeout (a lease renewal must not sleep past it)
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self.limiter.acquire()  # every request sent takes a token, a resent one too
             head = self.request_head(method, path, query, content_type, length, authorization)
@@ -341,6 +343,8 @@ class KubeClient:
                 continue
             wait = retry_after(resp.status, resp.headers)
             if wait is None or waits >= MAX_RETRY_AFTER_RETRIES:
+                break
+            if deadline is not None and time.monotonic() + wait > deadline:
                 break
             waits += 1
             log.info(

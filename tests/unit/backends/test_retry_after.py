@@ -74,3 +74,12 @@ def test_the_request_loop_sends_again_after_the_wait(serve: Serve) -> None:
         assert got[1][1] is not None and got[1][1].status == 429  # no Retry-After: the error stands
     finally:
         loop.stop(2.0)
+
+
+def test_the_blocking_client_does_not_wait_past_its_timeout(serve: Serve) -> None:
+    server = serve([asking(429, "5"), OK])
+    started = time.monotonic()
+    with pytest.raises(ApiError) as err:
+        client_for(server).request("GET", "/apis/coordination.k8s.io/v1/leases", timeout=2.0)
+    assert err.value.status == 429 and len(server.requests) == 1
+    assert time.monotonic() - started < 4.0
