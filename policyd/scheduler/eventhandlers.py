@@ -113,6 +113,7 @@ class EventHandlers:
     _inbox: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]]
     _inbox_lock: threading.Condition
     _attempt_started: dict[str, float]
+    _moves_pending: dict[str, None] | None  # kinds of event seen in the batch being applied
 
     # ------------------------------------------------------------------ profiles
 
@@ -220,11 +221,20 @@ class EventHandlers:
             if not self._inbox:
                 return 0
             batch, self._inbox = self._inbox, collections.deque()
-        for fn, args in batch:
-            try:
-                fn(*args)
-            except PolicydError as exc:
-                log.warning("event rejected error=%s", exc)
+        # the batch's moves are made once per kind of event, after the batch: a pod an event wakes
+        # leaves the parked pods all the same, and a burst of 3000 victims' deletions with 500
+        # preemptors parked no longer walks the parked pods 3000 times
+        self._moves_pending = {}
+        try:
+            for fn, args in batch:
+                try:
+                    fn(*args)
+                except PolicydError as exc:
+                    log.warning("event rejected error=%s", exc)
+        finally:
+            kinds, self._moves_pending = self._moves_pending, None
+            for kind in kinds:
+                self._move_now(kind)
         return len(batch)
 
     # ------------------------------------------------------------------ applying events
@@ -336,6 +346,13 @@ class EventHandlers:
             self.metrics.incoming(where, event)
 
     def _move(self, kind: str) -> None:
+        """Move parked pods woken by a cluster event (at the end of the batch being applied)."""
+        if self._moves_pending is not None:
+            self._moves_pending[kind] = None
+        else:
+            self._move_now(kind)
+
+    def _move_now(self, kind: str) -> None:
         """Move parked pods woken by a cluster event, counting where each one went."""
         metrics = self.metrics
         if metrics is None:

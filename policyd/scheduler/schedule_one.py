@@ -377,7 +377,7 @@ class SchedulingCycle(EventHandlers):
         self._observe_permit_wait(waiting, "Unschedulable")
         self.cache.forget(waiting.key)
         self._forget_volumes(waiting.key)
-        self._move(EVENT_POD_ASSIGNED_DELETE)
+        self._move_now(EVENT_POD_ASSIGNED_DELETE)  # before the rejected pod is parked, even within a batch
         message = f"{why} at permit {waiting.rule.name}"
         self.attempts.add(
             Attempt(

@@ -91,6 +91,7 @@ class Scheduler(SchedulingCycle):
         self.synced = threading.Event()
         self.metrics = metrics
         self._attempt_started: dict[str, float] = {}  # pod key -> perf_counter at its cycle's start
+        self._moves_pending: dict[str, None] | None = None
         self._pending_refreshed = -PENDING_REFRESH_SECONDS
 
     # ------------------------------------------------------------------ housekeeping and loops
