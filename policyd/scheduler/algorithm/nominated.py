@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.framework import FilterFailure
-from policyd.scheduler.algorithm.reuse import NodeResults, same_values
+from policyd.scheduler.algorithm.reuse import NodeResults, same_values, values_text
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot, next_generation
 
@@ -149,7 +149,7 @@ class NominatedVerdicts:
     def __init__(self, owner: NodeResults, rows: int, values: Any) -> None:
         self.owner = weakref.ref(owner)  # the group's node results these verdicts belong beside
         self.values = values
-        self.text = _text(values)
+        self.text = values_text(values)
         self.versions: npt.NDArray[np.int64] = np.full(rows, NONE, dtype=np.int64)
         self.stamps: npt.NDArray[np.int64] = np.full(rows, NONE, dtype=np.int64)
         self.verdicts: npt.NDArray[np.object_] = np.full(rows, None, dtype=object)
@@ -193,10 +193,3 @@ class NominatedVerdictCache:
         else:
             self._groups.move_to_end(key)
         return kept
-
-
-def _text(value: Any) -> str | None:
-    try:
-        return repr(value)
-    except Exception:  # noqa: BLE001 - same_values then computes it (and fails) again
-        return None

@@ -58,7 +58,8 @@ def same_values(a: Any, b: Any, b_text: str | None = None) -> bool:
         return False
 
 
-def _text(value: Any) -> str | None:
+def values_text(value: Any) -> str | None:
+    """`repr(value)` kept for `same_values` (None when it cannot be made)."""
     try:
         return repr(value)
     except Exception:  # noqa: BLE001 - same_values then computes it (and fails) again
@@ -82,7 +83,7 @@ class NominatedVerdict:
         cls, version: int, pods: Sequence[PodInfoLike], values: Any, verdict: FilterFailure | None
     ) -> NominatedVerdict:
         """The verdict `verdict` decided on row version `version` with `pods` and first-pass `values`."""
-        return cls(version, tuple(pods), values, _text(values), verdict)
+        return cls(version, tuple(pods), values, values_text(values), verdict)
 
     def holds(self, version: int, pods: Sequence[PodInfoLike], values: Any) -> bool:
         """True when the verdict was decided on the same row version, pods and first-pass values."""
@@ -188,7 +189,7 @@ class _RuleValues:
         """The rules whose values differ from the last ones (which `values` then replace)."""
         if self._same(values, self._all):
             if self._all_text is None:
-                self._all_text = _text(self._all)
+                self._all_text = values_text(self._all)
             if same_values(values, self._all, self._all_text):
                 return []
         self._all, self._all_text = values, None
@@ -197,7 +198,7 @@ class _RuleValues:
             old = self._values[j]
             if self._same(value, old):
                 if self._texts[j] is None:
-                    self._texts[j] = _text(old)
+                    self._texts[j] = values_text(old)
                 if same_values(value, old, self._texts[j]):
                     continue
             out.append(j)
