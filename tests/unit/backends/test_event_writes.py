@@ -3,11 +3,12 @@ the API server before the Event's create, and counts recorded meanwhile go out w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from policyd.backends.kube.events import EventRecorder
 from tests.unit.backends.scripted_http import Handler, Server, client_for
@@ -43,22 +44,33 @@ def _wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
     return True
 
 
-def test_equal_events_recorded_while_the_create_is_in_flight_go_out_as_one_later_update(
-    serve: Callable[[list[Handler]], Server],
-) -> None:
+@contextlib.contextmanager
+def held(serve: Callable[[list[Handler]], Server], **kwargs: int) -> Iterator[tuple[_Api, EventRecorder]]:
+    """A recorder whose writes the API holds until the block ends; then released and flushed."""
     api = _Api()
-    rec = EventRecorder(client_for(serve([api.handler] * 10)), connections=8)  # type: ignore[arg-type]
+    rec = EventRecorder(client_for(serve([api.handler] * 10)), **kwargs)  # type: ignore[arg-type]
     try:
-        for _ in range(5):
-            rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
-        with api.lock:
-            assert api.lock.wait_for(lambda: len(api.arrived) == 1, 5)
-        assert _wait(lambda: rec._loop.pending() == 1)  # the four others were recorded: no request yet
-        assert len(api.arrived) == 1
+        yield api, rec
     finally:
         api.release.set()
         assert rec.flush(10)
         rec.stop()
+
+
+def arrived(api: _Api, n: int) -> None:
+    with api.lock:
+        assert api.lock.wait_for(lambda: len(api.arrived) == n, 5)
+
+
+def test_equal_events_recorded_while_the_create_is_in_flight_go_out_as_one_later_update(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
+    with held(serve, connections=8) as (api, rec):
+        for _ in range(5):
+            rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
+        arrived(api, 1)
+        assert _wait(lambda: rec._loop.pending() == 1)  # the four others were recorded: no request yet
+        assert len(api.arrived) == 1
     (post_method, post_path, created), (patch_method, patch_path, update) = api.arrived
     assert (post_method, post_path) == ("POST", "/api/v1/namespaces/ns/events")
     assert created["count"] == 1 and created["reason"] == "FailedScheduling"
@@ -71,32 +83,18 @@ def test_equal_events_recorded_while_the_create_is_in_flight_go_out_as_one_later
 def test_different_events_are_in_flight_together_given_connections(
     serve: Callable[[list[Handler]], Server],
 ) -> None:
-    api = _Api()
-    rec = EventRecorder(client_for(serve([api.handler] * 10)), connections=2)  # type: ignore[arg-type]
-    try:
+    with held(serve, connections=2) as (api, rec):
         rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
         rec.scheduled(POD, "node-1")
-        with api.lock:
-            assert api.lock.wait_for(lambda: len(api.arrived) == 2, 5)
-    finally:
-        api.release.set()
-        assert rec.flush(10)
-        rec.stop()
+        arrived(api, 2)
     assert sorted(body["reason"] for _, _, body in api.arrived) == ["FailedScheduling", "Scheduled"]
 
 
 def test_by_default_one_event_write_is_in_flight_at_a_time(serve: Callable[[list[Handler]], Server]) -> None:
-    api = _Api()
-    rec = EventRecorder(client_for(serve([api.handler] * 10)))  # type: ignore[arg-type]
-    try:
+    with held(serve) as (api, rec):
         rec.failed_scheduling(POD, "0/1 nodes are available: 1 Insufficient cpu.")
         rec.scheduled(POD, "node-1")
-        with api.lock:
-            assert api.lock.wait_for(lambda: len(api.arrived) == 1, 5)
+        arrived(api, 1)
         assert _wait(lambda: rec._loop.pending() == 2)  # both recorded; the second waits its turn
         assert len(api.arrived) == 1
-    finally:
-        api.release.set()
-        assert rec.flush(10)
-        rec.stop()
     assert [body["reason"] for _, _, body in api.arrived] == ["FailedScheduling", "Scheduled"]
