@@ -89,27 +89,41 @@ class _Nominated:
 
 
 class _Placement(dict[str, str]):
-    """key -> sub-queue, with the keys parked in unschedulablePods also kept apart: cluster events
-    look at those only, not at every queued pod."""
+    """key -> sub-queue, with the keys parked in unschedulablePods also kept apart (cluster events look
+    at those only, not at every queued pod), the number of pods per sub-queue (the pending-pods gauges
+    read it without a walk), and a count of changes to the parked set (`parked_changes`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parked: dict[str, None] = {}
+        self.counts: dict[str, int] = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+        self.parked_changes = 0
 
     def __setitem__(self, key: str, where: str) -> None:
+        self._forget(key)
         super().__setitem__(key, where)
+        self.counts[where] = self.counts.get(where, 0) + 1
         if where == "unschedulable":
             self.parked[key] = None
-        else:
-            self.parked.pop(key, None)
+            self.parked_changes += 1
 
     def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        self._forget(key)
         super().__delitem__(key)
-        self.parked.pop(key, None)
 
     def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
-        self.parked.pop(key, None)
+        self._forget(key)
         return super().pop(key, *default)
+
+    def _forget(self, key: str) -> None:
+        where = self.get(key)
+        if where is None:
+            return
+        self.counts[where] -= 1
+        if self.parked.pop(key, 0) is None:
+            self.parked_changes += 1
 
 
 class SchedulingQueue:
@@ -259,9 +273,15 @@ class SchedulingQueue:
         with self._lock:
             self._move_request_cycle = self._cycle
             moved = 0
+            awaiting, now = self._awaiting, self._clock.now()
             for key in list(self._where.parked):
+                entry = awaiting.get(key)  # a preemptor waiting for its victims stays (see await_victims)
+                if entry is not None:
+                    if now < entry[1]:
+                        continue
+                    self._forget_victims_locked(key)
                 qp = self._pods[key]
-                if not self._wakes(qp, kind) or self._awaits_victims(key):
+                if not self._wakes(qp, kind):
                     continue
                 if match is not None and not match(qp):
                     continue
@@ -414,10 +434,12 @@ class SchedulingQueue:
     def pending(self) -> dict[str, int]:
         """Number of pods per sub-queue (metrics: pending_pods{queue})."""
         with self._lock:
-            counts = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
-            for where in self._where.values():
-                counts[where] += 1
-            return counts
+            return dict(self._where.counts)
+
+    def parked_changes(self) -> int:
+        """A number that changes whenever a pod is parked in or leaves unschedulablePods."""
+        with self._lock:
+            return self._where.parked_changes
 
     def in_flight(self) -> int:
         """Pods popped whose cycle has not finished."""

@@ -10,8 +10,10 @@ scheduler's clock (a FakeClock does not move during a cycle). A compiled profile
 rules in one generated function per node, so rule time is measured per profile and phase, once per
 attempt (one perf_counter pair around filtering, one around scoring): `plugin_execution_duration`
 carries `plugin="<profile>/filters"` (extension point Filter) and `"<profile>/scores"` (Score).
-Pending-pod gauges are refreshed after a cycle at most every `PENDING_REFRESH_SECONDS` and whenever
-the active queue runs empty (counting the queue walks every pending pod).
+Pending-pod gauges are refreshed after a cycle at most every `PENDING_REFRESH_SECONDS`, when the
+active queue runs empty at most every `IDLE_REFRESH_SECONDS` (the idle loop comes back within
+`idle_wait`), and once more when `run_until_settled` ends; counting the parked pods per rejecting
+rule walks them, so it is redone only when the parked set changed.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 PENDING_REFRESH_SECONDS = 1.0
+IDLE_REFRESH_SECONDS = 0.1
 # kube-scheduler's queue_incoming_pods_total event label for a failed attempt
 EVENT_SCHEDULE_FAILURE = "ScheduleAttemptFailure"
 
@@ -73,6 +76,7 @@ class SchedulingCycle(EventHandlers):
     preemption_cache: DryRunCache | None
     nominated_rows: NominatedRows
     _pending_refreshed: float
+    _parked_counted: int
 
     # ------------------------------------------------------------------ the cycle
 
@@ -81,7 +85,7 @@ class SchedulingCycle(EventHandlers):
         self.apply_events()
         queued = self.queue.pop()
         if queued is None:
-            self._refresh_pending(force=True)
+            self._refresh_pending(idle=True)
             return False
         pod = queued.pod
         if pod.deleting or pod.node_name or self.cache.pod(pod.key) is not None:
@@ -170,19 +174,27 @@ class SchedulingCycle(EventHandlers):
         if incoming is not None:
             metrics.incoming(incoming, EVENT_SCHEDULE_FAILURE)
 
-    def _refresh_pending(self, force: bool = False) -> None:
-        """Set the pending-pods gauges (rate-limited: counting walks the queue)."""
+    def _refresh_pending(self, idle: bool = False, final: bool = False) -> None:
+        """Set the pending-pods gauges: after a cycle at most every `PENDING_REFRESH_SECONDS`, when the
+        active queue ran empty (`idle`) at most every `IDLE_REFRESH_SECONDS`, and at once when `final`.
+
+        The counts per sub-queue are the queue's own; the parked pods per rejecting rule are counted
+        by walking them, only when the parked set changed since the last walk."""
         if self.metrics is None:
             return
         now = time.perf_counter()
-        if not force and now - self._pending_refreshed < PENDING_REFRESH_SECONDS:
+        interval = 0.0 if final else IDLE_REFRESH_SECONDS if idle else PENDING_REFRESH_SECONDS
+        if now - self._pending_refreshed < interval:
             return
         self._pending_refreshed = now
-        counts: collections.Counter[tuple[str, str]] = collections.Counter()
-        for parked in self.queue.unschedulable_pods():
-            for rule in parked.rejected_by:
-                counts[(f"{rule.policy}/{rule.name}", parked.profile.scheduler_name)] += 1
-        self.metrics.set_unschedulable(counts)
+        changes = self.queue.parked_changes()
+        if changes != self._parked_counted:
+            self._parked_counted = changes
+            counts: collections.Counter[tuple[str, str]] = collections.Counter()
+            for parked in self.queue.unschedulable_pods():
+                for rule in parked.rejected_by:
+                    counts[(f"{rule.policy}/{rule.name}", parked.profile.scheduler_name)] += 1
+            self.metrics.set_unschedulable(counts)
         pending = self.queue.pending()
         self.metrics.set_pending(
             pending["active"], pending["backoff"], pending["unschedulable"], pending["gated"]

@@ -93,6 +93,7 @@ class Scheduler(SchedulingCycle):
         self._attempt_started: dict[str, float] = {}  # pod key -> perf_counter at its cycle's start
         self._moves_pending: dict[str, None] | None = None
         self._pending_refreshed = -PENDING_REFRESH_SECONDS
+        self._parked_counted = -1
 
     # ------------------------------------------------------------------ housekeeping and loops
 
@@ -153,6 +154,7 @@ class Scheduler(SchedulingCycle):
             if not wake:
                 break
             self.clock.advance_to(min(wake))
+        self._refresh_pending(final=True)
         return cycles
 
     def unschedulable(self) -> list[str]:

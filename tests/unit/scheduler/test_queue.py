@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from policyd.framework import EVENT_NODE_LABELS, EVENT_POD_ASSIGNED_DELETE, EVENT_POLICY_CHANGE
 from policyd.scheduler.clock import FakeClock
-from policyd.scheduler.queue import QueueConfig, SchedulingQueue
+from policyd.scheduler.queue import QueueConfig, QueuedPod, SchedulingQueue
 from tests.unit.scheduler.fakes import FIT, LABEL, FakePod, FakeProfile
 
 PROFILE = FakeProfile()
+OPS = ("add", "ungate", "pop", "park", "backoff", "move", "flush", "delete")
 
 
 def make_queue() -> tuple[SchedulingQueue, FakeClock]:
@@ -212,3 +216,53 @@ def test_a_deleted_preemptor_stops_waiting() -> None:
     assert again is not None
     q.add_unschedulable(again, [FIT])
     assert q.move_on_event(EVENT_POD_ASSIGNED_DELETE) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 5)), min_size=8, max_size=60))
+@example([("add", 1), ("pop", 0), ("park", 0), ("move", 1), ("add", 2), ("pop", 0), ("park", 1)])
+@example([("add", 1), ("add", 5), ("pop", 0), ("park", 1), ("delete", 1), ("ungate", 5), ("flush", 5)])
+def test_pending_counts_and_parked_changes_follow_every_operation(ops: list[tuple[str, int]]) -> None:
+    """The per-sub-queue counts the gauges read are kept as pods move, never walked: after any
+    sequence of queue operations they equal a count of where every pod is, and `parked_changes`
+    moves whenever the set of parked pods does."""
+    q, clock = make_queue()
+    popped: dict[str, QueuedPod] = {}
+    for op, n in ops:
+        name = f"p{n}"
+        key = f"default/{name}"
+        parked_before = {qp.key for qp in q.unschedulable_pods()}
+        changes_before = q.parked_changes()
+        if op == "add":
+            q.add(FakePod(name, scheduling_gates=("g",) if n == 5 else ()), PROFILE)
+        elif op == "ungate":
+            q.update(FakePod(name))
+        elif op == "pop":
+            qp = q.pop()
+            if qp is not None:
+                popped[qp.key] = qp
+        elif op == "park" and popped:
+            q.add_unschedulable(popped.pop(sorted(popped)[n % len(popped)]), [FIT if n % 2 else LABEL])
+        elif op == "backoff" and popped:
+            q.add_backoff(popped.pop(sorted(popped)[n % len(popped)]))
+        elif op == "move":
+            q.move_on_event(EVENT_NODE_LABELS if n % 2 else EVENT_POD_ASSIGNED_DELETE)
+        elif op == "flush":
+            clock.advance(n * 100.0)
+            q.flush_backoff()
+            q.flush_unschedulable()
+        elif op == "delete":
+            q.delete(key)
+            popped.pop(key, None)
+        walked = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+        for i in range(6):
+            where = q.where(f"default/p{i}")
+            if where is not None:
+                walked[where] += 1
+        assert q.pending() == walked
+        parked_after = {qp.key for qp in q.unschedulable_pods()}
+        assert parked_after == {
+            k for k in (f"default/p{i}" for i in range(6)) if q.where(k) == "unschedulable"
+        }
+        if parked_after != parked_before:
+            assert q.parked_changes() != changes_before
