@@ -416,6 +416,7 @@ class Runner:
         assert self.reloader is not None
         self.backend = ApiBackend(self.client, identity=self.identity)
         self.backend.on_fatal = self._fatal
+        self.metrics.watch_events(self.backend.recorder.stats)
         cfg = self.cfg
         options = SchedulerOptions(
             percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,

@@ -10,10 +10,11 @@ get their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 PREFIX = "policyd_"
 KUBE = "scheduler_"  # kube-scheduler's subsystem
@@ -40,6 +41,33 @@ RESULT_ERROR = "error"
 MAX_ATTEMPTS_LABEL = 15
 
 QUEUES = ("active", "backoff", "unschedulable", "gated")
+
+
+EventStats = Callable[[], tuple[int, int, int, int]]  # written, rate-limited, queue full, queued
+
+
+class _EventCollector:
+    """The Event recorder's counters, read when scraped (`EventRecorder.stats`)."""
+
+    def __init__(self, stats: EventStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        written, limited, overflowed, queued = self._stats()
+        yield CounterMetricFamily(
+            PREFIX + "event_writes", "Event creates and updates the API server accepted.", value=written
+        )
+        dropped = CounterMetricFamily(
+            PREFIX + "events_dropped",
+            "Events not written: rate_limit (client-go's per-object spam filter) or queue_full.",
+            labels=["reason"],
+        )
+        dropped.add_metric(["rate_limit"], limited)
+        dropped.add_metric(["queue_full"], overflowed)
+        yield dropped
+        yield GaugeMetricFamily(
+            PREFIX + "events_queued", "Events recorded and not written yet.", value=queued
+        )
 
 
 class SchedulerMetrics:
@@ -171,6 +199,11 @@ class SchedulerMetrics:
         self._unschedulable_labels: set[tuple[str, str]] = set()
         for queue in QUEUES:
             self.pending_pods.labels(queue=queue).set(0)
+
+    def watch_events(self, stats: EventStats) -> None:
+        """Export an Event recorder's counters (`policyd_event_writes_total`,
+        `policyd_events_dropped_total{reason}`, `policyd_events_queued`), read at each scrape."""
+        self.registry.register(_EventCollector(stats))  # type: ignore[arg-type]
 
     # ---- recording helpers (what the runtime calls) ------------------------------------------------
 

@@ -211,6 +211,9 @@ def test_policyd_run_serves_kube_scheduler_metrics_and_logs_its_lifecycle_at_the
             assert sample("scheduler_pending_pods", queue="gated") == 0
             assert sample("policyd_policy_generation") == 1
             assert "policyd_schedule_attempts_total" not in metrics()
+            # the Scheduled and FailedScheduling Events were written (a scrape reads the recorder)
+            wait_for(lambda: sample("policyd_event_writes_total") >= 2, 30)
+            assert sample("policyd_events_dropped_total", reason="queue_full") == 0
 
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(20) == 0

@@ -10,7 +10,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import pytest
+
+from policyd.backends.kube import events
 from policyd.backends.kube.events import EventRecorder
+from policyd.scheduler.metrics import SchedulerMetrics
 from tests.unit.backends.scripted_http import Handler, Server, client_for
 
 POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}}
@@ -98,3 +102,32 @@ def test_by_default_one_event_write_is_in_flight_at_a_time(serve: Callable[[list
         assert _wait(lambda: rec._loop.pending() == 2)  # both recorded; the second waits its turn
         assert len(api.arrived) == 1
     assert [body["reason"] for _, _, body in api.arrived] == ["FailedScheduling", "Scheduled"]
+
+
+def test_a_full_queue_drops_new_events_and_the_metrics_count_them(
+    serve: Callable[[list[Handler]], Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond `MAX_QUEUED` waiting events new ones are dropped (as client-go's broadcaster drops when
+    its queue is full); the drops, the writes and the backlog are exported as metrics."""
+    monkeypatch.setattr(events, "MAX_QUEUED", 3)
+    metrics = SchedulerMetrics()
+    with held(serve) as (api, rec):
+        metrics.watch_events(rec.stats)
+        pods = [
+            {"kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u-{i}"}}
+            for i in range(5)
+        ]
+        for pod in pods:
+            rec.scheduled(pod, "node-1")
+        arrived(api, 1)
+        assert rec.stats() == (0, 0, 2, 3)
+        assert sample(metrics, "policyd_events_queued") == 3
+        assert sample(metrics, "policyd_events_dropped_total", reason="queue_full") == 2
+    assert [body["involvedObject"]["name"] for _, _, body in api.arrived] == ["p0", "p1", "p2"]  # type: ignore[index]
+    assert sample(metrics, "policyd_event_writes_total") == 3
+    assert sample(metrics, "policyd_events_dropped_total", reason="rate_limit") == 0
+    assert sample(metrics, "policyd_events_queued") == 0
+
+
+def sample(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
