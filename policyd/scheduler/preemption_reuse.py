@@ -27,7 +27,6 @@ row by row (`RowJudge.decide`), and only those the one-by-one walk reaches (`pre
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, filter_w
 from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import same_values
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
+from policyd.scheduler.lru import BoundedLRU
 from policyd.scheduler.pdb import DisruptionBudget
 from policyd.scheduler.preemption import (
     CANDIDATE,
@@ -167,8 +167,7 @@ class DryRunCache:
     `capacity` are dropped."""
 
     def __init__(self, capacity: int = MAX_GROUPS) -> None:
-        self.capacity = capacity
-        self._groups: OrderedDict[Hashable, DryRunGroup] = OrderedDict()
+        self._groups: BoundedLRU[Hashable, DryRunGroup] = BoundedLRU(capacity)
         self.hits = 0  # rows whose outcome was known before the preemptor's dry run
         self.computed = 0  # nodes dry-run for a group
 
@@ -178,14 +177,13 @@ class DryRunCache:
         """The group of `key`, emptied unless its outcomes hold for `dry_run`."""
         budgets = tuple(dry_run.budgets)
         layout = dry_run.snapshot.layout
-        g = self._groups.get(key)
-        if g is None or not g.valid_for(dry_run.profile, layout, filter_values, budgets, allowed):
-            g = DryRunGroup(dry_run.profile, layout, len(dry_run.snapshot), filter_values, budgets, allowed)
-            self._groups[key] = g
-            while len(self._groups) > self.capacity:
-                self._groups.popitem(last=False)
-        else:
-            self._groups.move_to_end(key)
+        g, _ = self._groups.get(
+            key,
+            lambda g: g.valid_for(dry_run.profile, layout, filter_values, budgets, allowed),
+            lambda: DryRunGroup(
+                dry_run.profile, layout, len(dry_run.snapshot), filter_values, budgets, allowed
+            ),
+        )
         return g
 
     def clear(self) -> None:

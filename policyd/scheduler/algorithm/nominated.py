@@ -19,7 +19,6 @@ values stay the same, so that a pod learns those of unchanged plain rows in one 
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,6 +29,7 @@ import numpy.typing as npt
 from policyd.framework import FilterFailure
 from policyd.scheduler.algorithm.reuse import NodeResults, same_values, values_text
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
+from policyd.scheduler.lru import BoundedLRU
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot, next_generation
 
 IntpArray = npt.NDArray[np.intp]
@@ -172,24 +172,18 @@ class NominatedVerdictCache:
     the least recently used beyond `capacity` are dropped."""
 
     def __init__(self, capacity: int = MAX_GROUPS) -> None:
-        self.capacity = capacity
-        self._groups: OrderedDict[int, NominatedVerdicts] = OrderedDict()
+        self._groups: BoundedLRU[int, NominatedVerdicts] = BoundedLRU(capacity)
 
     def of(self, owner: NodeResults, rows: int, values: Any) -> NominatedVerdicts:
         """The verdicts kept beside `owner`, emptied unless decided on `rows` rows with pod-only
         filter values `values`."""
-        key = id(owner)
-        kept = self._groups.get(key)
-        if (
-            kept is None
-            or kept.owner() is not owner
-            or len(kept.versions) != rows
-            or not same_values(values, kept.values, kept.text)
-        ):
-            kept = NominatedVerdicts(owner, rows, values)
-            self._groups[key] = kept
-            while len(self._groups) > self.capacity:
-                self._groups.popitem(last=False)
-        else:
-            self._groups.move_to_end(key)
+        kept, _ = self._groups.get(
+            id(owner),
+            lambda kept: (
+                kept.owner() is owner
+                and len(kept.versions) == rows
+                and same_values(values, kept.values, kept.text)
+            ),
+            lambda: NominatedVerdicts(owner, rows, values),
+        )
         return kept

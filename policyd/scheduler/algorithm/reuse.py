@@ -16,7 +16,6 @@ gets fresh, unshared results: the algorithm is the same either way.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN, CompiledProfile, FilterFailure, RuleRef
+from policyd.scheduler.lru import BoundedLRU
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
 
 # node verdict codes (>= 0: index of a cached FilterFailure; DEFERRED: fails, the failure is found
@@ -222,8 +222,7 @@ class GroupCache:
     """Node results per group of equivalent pods, least recently used dropped beyond `capacity`."""
 
     def __init__(self, capacity: int = MAX_GROUPS) -> None:
-        self.capacity = capacity
-        self._groups: OrderedDict[tuple[int, Hashable], NodeResults] = OrderedDict()
+        self._groups: BoundedLRU[tuple[int, Hashable], NodeResults] = BoundedLRU(capacity)
         self.hits = 0  # window rows whose verdict was known before the pod
         self.evaluations = 0  # rows evaluated per node
         self.scored = 0  # raw scores computed, one per (row, rule)
@@ -231,16 +230,12 @@ class GroupCache:
 
     def group(self, profile: CompiledProfile, signature: Hashable, snapshot: Snapshot) -> NodeResults:
         """The group of `signature`, with the rows changed in `snapshot` since its last use forgotten."""
-        key = (id(profile), signature)
-        g = self._groups.get(key)
         n = len(snapshot)
-        if g is None or g.profile is not profile or g.layout != snapshot.layout or len(g.status) != n:
-            g = fresh_results(profile, snapshot)
-            self._groups[key] = g
-            while len(self._groups) > self.capacity:
-                self._groups.popitem(last=False)
-        else:
-            self._groups.move_to_end(key)
+        g, _ = self._groups.get(
+            (id(profile), signature),
+            lambda g: g.profile is profile and g.layout == snapshot.layout and len(g.status) == n,
+            lambda: fresh_results(profile, snapshot),
+        )
         changed = np.flatnonzero(g.versions != snapshot.versions)
         if changed.size:
             g.forget_rows(changed)
