@@ -40,6 +40,7 @@ once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w Sched
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd import shipped
-from policyd.bench.e2e_report import KUBE_SCHEDULER, POLICYD, E2EResult, histogram_delta
+from policyd.bench.e2e_report import KUBE_SCHEDULER, POLICYD, E2EResult, event_writes, histogram_delta
 from policyd.bench.e2e_schedulers import (
     SCHEDULERS,
     BenchError,
@@ -302,6 +303,8 @@ class _Measurement:
     scheduled: int = 0
     before: str | None = None
     after: str | None = None
+    events_before: int | None = None  # Event writes the API server had accepted at the release
+    events_by_last_bind: float = math.nan  # and since then, read once the last measured bind was seen
 
 
 class WorkloadRun:
@@ -393,9 +396,9 @@ class WorkloadRun:
             elif isinstance(op, CreatePods):
                 self._create_pods(client, sched, op, number)
             elif isinstance(op, Barrier):
-                self._barrier(sched, tracker)
+                self._barrier(client, sched, tracker)
         if self.measured.pods and self.measured.after is None:  # no Barrier after the measured pods
-            self._barrier(sched, tracker)
+            self._barrier(client, sched, tracker)
 
     def _create_nodes(self, client: Any, op: CreateNodes) -> None:
         t0 = time.monotonic()
@@ -423,13 +426,15 @@ class WorkloadRun:
             t0 = time.monotonic()
             _create_pods(client, path, bodies, self.threads)
             seconds = time.monotonic() - t0
+            if m.events_before is None:
+                m.events_before = event_writes(client.text("/metrics"))
             m.released = time.monotonic()
         self.created += keys
         m.pods += keys
         m.creating_seconds += seconds
         self.say(f"{op.count} measured pods created in {seconds:.1f}s with the scheduler stopped; released")
 
-    def _barrier(self, sched: SchedulerProcess, tracker: PodTracker) -> None:
+    def _barrier(self, client: Any, sched: SchedulerProcess, tracker: PodTracker) -> None:
         timeout = max(300.0, 2.0 * len(self.created) / max(self.qps, 1.0))
         tracker.wait_settled(self.created, timeout, sched.check_alive)
         m = self.measured
@@ -438,6 +443,8 @@ class WorkloadRun:
             # are gone): wait for the binds, as long as they keep coming
             tracker.wait_bound(m.pods, BIND_STALL_SECONDS, sched.check_alive)
             m.scheduled, first, last = tracker.bound_span(m.pods)
+            if m.events_before is not None:
+                m.events_by_last_bind = event_writes(client.text("/metrics")) - m.events_before
             m.seconds = last - first if m.scheduled > 1 else 0.0
             m.first_bind_seconds = first - m.released if m.scheduled else 0.0
             m.after = self._settled_metrics(sched, m.before, m.scheduled)
@@ -495,6 +502,7 @@ class WorkloadRun:
             attempts=int(attempt.count),
             create_pods_per_second=round(len(m.pods) / m.creating_seconds, 1) if m.creating_seconds else 0.0,
             creation=CREATION,
+            events_by_last_bind=m.events_by_last_bind,
             setup_seconds=round(setup_seconds, 1),
             round=round_number,
             machine=machine(),

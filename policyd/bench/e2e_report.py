@@ -112,6 +112,26 @@ def histogram_delta(after: str | None, before: str | None, names: Sequence[str])
     return name, hist
 
 
+EVENT_WRITE_VERBS = frozenset({"POST", "PUT", "PATCH"})
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def event_writes(metrics_text: str) -> int:
+    """Event creates and updates the API server answered with 2xx, from its own /metrics
+    (`apiserver_request_total`, resource `events` of the core and events.k8s.io groups)."""
+    total = 0.0
+    for line in metrics_text.splitlines():
+        if not line.startswith("apiserver_request_total{") or 'resource="events"' not in line:
+            continue
+        sample = _SAMPLE.match(line)
+        if sample is None or sample.group(1) != "apiserver_request_total":
+            continue
+        labels = dict(_LABEL.findall(sample.group(2) or ""))
+        if labels.get("verb") in EVENT_WRITE_VERBS and labels.get("code", "").startswith("2"):
+            total += float(sample.group(3))
+    return int(total)
+
+
 # ---- results -------------------------------------------------------------------------------------
 
 
@@ -144,6 +164,8 @@ class E2EResult:
     pods_per_second_from_release: float = 0.0  # bound / (last bind - release of the measured pods)
     first_bind_seconds: float = 0.0  # from the release to the first measured pod seen bound
     creation: str = ""  # how the measured pods reached the scheduler (`CREATION_METHODS`)
+    # Event writes the API server accepted from the release to the last measured bind (nan: not read)
+    events_by_last_bind: float = math.nan
     machine: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -169,6 +191,7 @@ MEDIAN_FIELDS = (
     "algorithm_p99_ms",
     "peak_rss_mib",
     "create_pods_per_second",
+    "events_by_last_bind",
 )
 
 
@@ -194,6 +217,7 @@ class E2EMedian:
     algorithm_p99_ms: float
     peak_rss_mib: float
     create_pods_per_second: float  # with the scheduler stopped meanwhile: not a bound on pods/s
+    events_by_last_bind: float
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (one entry of the result file's `medians`)."""
@@ -261,8 +285,8 @@ def creation(results: Sequence[E2EResult]) -> str:
 MARKDOWN_HEADER = (
     "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | pods/s from release | "
     "first bind s | attempt p50 ms | attempt p90 ms | attempt p99 ms | algorithm p50 ms | peak RSS MiB | "
-    "pods created/s |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "pods created/s | Events by last bind |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
 
@@ -278,8 +302,12 @@ def markdown_row(m: E2EMedian, ratio: float | None = None) -> str:
         f"{m.pods_per_second:.1f} | {ratio_text} | {m.pods_per_second_from_release:.1f} | "
         f"{m.first_bind_seconds:.2f} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
         f"{_ms(m.attempt_p99_ms)} | {_ms(m.algorithm_p50_ms)} | {m.peak_rss_mib:.0f} | "
-        f"{m.create_pods_per_second:.1f} |\n"
+        f"{m.create_pods_per_second:.1f} | {_count(m.events_by_last_bind)} |\n"
     )
+
+
+def _count(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.0f}"
 
 
 def markdown_table(results: Sequence[E2EResult]) -> str:
@@ -289,7 +317,9 @@ def markdown_table(results: Sequence[E2EResult]) -> str:
     rows = [markdown_row(m, rs.get(m.workload) if m.scheduler == POLICYD else None) for m in summary]
     intro = (
         f"Medians over rounds; {budgets(results)}; {creation(results)}. pods/s: between the first and "
-        "the last measured pod seen bound; from release: measured pods bound / (last bind - release).\n\n"
+        "the last measured pod seen bound; from release: measured pods bound / (last bind - release); "
+        "Events by last bind: Event writes the API server accepted between the release and the last "
+        "measured bind (apiserver_request_total).\n\n"
     )
     return intro + MARKDOWN_HEADER + "".join(rows)
 
@@ -300,7 +330,8 @@ def run_line(r: E2EResult) -> str:
         f"round {r.round} {r.workload} [{r.scheduler}]: {r.scheduled}/{r.measured_pods} bound, "
         f"{r.pods_per_second:.1f} pods/s ({r.pods_per_second_from_release:.1f} from release, first bind "
         f"after {r.first_bind_seconds:.2f} s), attempt p50/p90/p99 {_ms(r.attempt_p50_ms)}/"
-        f"{_ms(r.attempt_p90_ms)}/{_ms(r.attempt_p99_ms)} ms, peak RSS {r.peak_rss_mib:.0f} MiB"
+        f"{_ms(r.attempt_p90_ms)}/{_ms(r.attempt_p99_ms)} ms, peak RSS {r.peak_rss_mib:.0f} MiB, "
+        f"{_count(r.events_by_last_bind)} Events written by the last bind"
     )
 
 

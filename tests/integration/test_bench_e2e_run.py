@@ -30,6 +30,9 @@ def test_tiny_workload_with_both_schedulers(tmp_path: Path, envtest_assets: Path
         assert 0 < r.attempt_p50_ms <= r.attempt_p99_ms
         assert r.peak_rss_mib > 10
         assert (r.qps, r.burst) == (50.0, 100)
+        # read on the API server's own counters: a number, never more than an Event per measured pod
+        # and its updates would explain (30 Scheduled Events at most, each created once)
+        assert 0 <= r.events_by_last_bind <= 30, r.events_by_last_bind
     assert results[0].attempt_metric == "scheduler_e2e_scheduling_duration_seconds"
     assert results[1].attempt_metric == "scheduler_scheduling_attempt_duration_seconds"
     json_path, md_path = e2e_report.write_results(results, str(tmp_path))

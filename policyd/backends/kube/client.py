@@ -29,6 +29,7 @@ from kubernetes import config as k8s_config
 from policyd.backends.kube.transport import (
     ConnectionPool,
     Endpoint,
+    Response,
     StreamedResponse,
     parse_proxy,
     request_head,
@@ -324,6 +325,29 @@ class KubeClient:
     ) -> JSON:
         """Send one request; returns the decoded JSON response, or {} without `decode` (raises
         `ApiError` on non-2xx)."""
+        resp = self._exchange(method, path, query, body, content_type, timeout)
+        if not decode or not resp.body:
+            return {}
+        decoded = json.loads(resp.body)
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def text(self, path: str, timeout: float | None = DEFAULT_TIMEOUT) -> str:
+        """GET `path` and return the body as text (e.g. the API server's /metrics); raises `ApiError`
+        on non-2xx."""
+        resp = self._exchange("GET", path, None, None, None, timeout)
+        return bytes(resp.body).decode("utf-8", "replace")
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str | None,
+        timeout: float | None,
+    ) -> Response:
+        """Send one request (a token per send, resent after a 401 with a fresh credential and after
+        Retry-After waits); the response, raising `ApiError` on non-2xx."""
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         length = None if payload is None else len(payload)
         verb = VERBS.get(method, method.lower())
@@ -355,10 +379,7 @@ class KubeClient:
             self.on_response(verb, path, resp.status)
         if not 200 <= resp.status <= 299:
             raise error_from(resp.status, verb, path, resp.body)
-        if not decode or not resp.body:
-            return {}
-        decoded = json.loads(resp.body)
-        return decoded if isinstance(decoded, dict) else {"items": decoded}
+        return resp
 
     def stream(
         self,

@@ -170,6 +170,7 @@ def test_ratios_and_table() -> None:
         result("SchedulingBasic/5000Nodes", e2e.POLICYD, 55.0),
         result("SchedulingNodeAffinity/5000Nodes", e2e.POLICYD, 20.0),  # no kube-scheduler run
     ]
+    results[1].events_by_last_bind = 640.0  # the others were not read (nan)
     assert report.ratios(report.medians(results)) == {"SchedulingBasic/5000Nodes": 1.1}
     lines = report.markdown_table(results).splitlines()
     assert lines[0].startswith("Medians over rounds; each scheduler's client: QPS 50, burst 100; ")
@@ -181,9 +182,10 @@ def test_ratios_and_table() -> None:
     assert len(table) == 2 + 3
     assert table[2] == (
         "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 25.0 | 0.50 | 12.3 | 20.0 "
-        "| - | 1.0 | 123 | 60.0 |"
+        "| - | 1.0 | 123 | 60.0 | - |"
     )
-    assert "| 55.0 | 1.10x | 27.5 |" in table[3]
+    assert "| 55.0 | 1.10x | 27.5 |" in table[3] and table[3].endswith("| 60.0 | 640 |")
+    assert "Events by last bind" in table[0]
     assert "| 20.0 |  |" in table[4]
 
 
@@ -403,3 +405,22 @@ def test_bench_command_rejects_bad_e2e_arguments_with_exit_2(capsys: pytest.Capt
     assert bench.run(bench_args("--mode", "e2e", "--schedulers", "nope")) == 2
     assert "unknown scheduler" in capsys.readouterr().err
     assert bench.run(bench_args("--mode", "e2e", "-w", "NoSuchWorkload")) == 2
+
+
+APISERVER_METRICS = """\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",contentType="application/vnd.kubernetes.protobuf",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 4412
+apiserver_request_total{code="201",component="apiserver",contentType="application/json",dry_run="",group="",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 264
+apiserver_request_total{code="200",component="apiserver",contentType="application/json",dry_run="",group="",resource="events",scope="resource",subresource="",verb="PATCH",version="v1"} 7
+apiserver_request_total{code="404",component="apiserver",contentType="application/json",dry_run="",group="",resource="events",scope="resource",subresource="",verb="PATCH",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",contentType="application/json",dry_run="",group="",resource="events",scope="resource",subresource="",verb="LIST",version="v1"} 2
+apiserver_request_total{code="201",component="apiserver",contentType="application/json",dry_run="",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 2500
+apiserver_request_duration_seconds_count{component="apiserver",resource="events",verb="POST"} 99
+"""
+
+
+def test_event_writes_count_accepted_creates_and_updates_of_either_events_api() -> None:
+    # 4412 events.k8s.io creates + 264 core creates + 7 updates; not the 404s, reads, binds or durations
+    assert report.event_writes(APISERVER_METRICS) == 4412 + 264 + 7
+    assert report.event_writes("") == 0
