@@ -142,6 +142,8 @@ class DomainTotals(_Table):
         self.amounts: Int64Array = np.zeros(n, dtype=np.int64)
         self.totals: Int64Array = np.zeros(0, dtype=np.int64)
         self._order: list[int] | None = None  # counted domains by their first row
+        # `counts()` as last built, kept up to date by a bind's few rows (None: build it again)
+        self._counts: dict[Any, int] | None = None
 
     def set_rows(self, rows: IntpArray, codes: Int64Array, amounts: Int64Array) -> None:
         """Row `rows[i]` now counts `amounts[i]` for domain `codes[i]` (-1: for none)."""
@@ -154,14 +156,25 @@ class DomainTotals(_Table):
             moves = zip(
                 old.tolist(), self.amounts[rows].tolist(), codes.tolist(), amounts.tolist(), strict=True
             )
+            touched = []
             for was, had, code, amount in moves:
                 if was >= 0:
                     totals[was] -= had
+                    touched.append(was)
                 if code >= 0:
                     totals[code] += amount
+                    touched.append(code)
                 if was != code:
                     self._order = None
+            kept = self._counts
+            if kept is not None and self._order is not None:  # the same domains: new totals
+                values = self.domains.values
+                for c in touched:
+                    kept[values[c]] = int(totals[c])
+            else:
+                self._counts = None
         else:
+            self._counts = None
             for sign, c, a in ((-1, old, self.amounts[rows]), (1, codes, amounts)):
                 counted = c >= 0
                 if counted.any():
@@ -173,13 +186,17 @@ class DomainTotals(_Table):
         self.amounts[rows] = amounts
 
     def counts(self) -> dict[Any, int]:
-        """The counted domains' values and totals, in the order of their first row."""
+        """The counted domains' values and totals, in the order of their first row (kept between
+        calls and updated by `set_rows`: the caller must not change it)."""
         if self._order is None:
             rows = np.flatnonzero(self.codes >= 0)
             codes, first = np.unique(self.codes[rows], return_index=True)
             self._order = codes[np.argsort(first)].tolist()
-        values, totals = self.domains.values, self.totals
-        return {values[c]: int(totals[c]) for c in self._order}
+            self._counts = None
+        if self._counts is None:
+            values, totals = self.domains.values, self.totals
+            self._counts = {values[c]: int(totals[c]) for c in self._order}
+        return self._counts
 
     def update(self, rows: list[int], cels: Sequence[CelObject]) -> None:
         raise TypeError("domain totals are set from other tables (SnapshotTables.domain_totals)")
@@ -191,6 +208,7 @@ class DomainTotals(_Table):
         self.amounts = np.zeros(len(perm), dtype=np.int64)
         self.totals[:] = 0
         self._order = None
+        self._counts = None
 
 
 class _ExistingTerms(_Table):

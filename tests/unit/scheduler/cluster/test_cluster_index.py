@@ -379,6 +379,41 @@ def test_domain_totals_follow_many_rows_changed_at_once() -> None:
     assert counts() == expected
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 7), st.integers(0, 3), st.sampled_from(["", "a", "b", "c", "d"])),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_kept_domain_counts_follow_binds_one_node_at_a_time(changes: list[tuple[int, int, str]]) -> None:
+    """The counts a spread constraint reads are built once and then kept up to date by each bind's
+    row (a new total for the same domain), rebuilt when a row changes domain: after every change
+    they equal a count from scratch, in the same order."""
+    web = {"name": "w", "namespace": "d", "labels": WEB}
+    nodes = [{"name": f"n{i}", "labels": {ZONE: "abc"[i % 3]}, "pods": [web] * (i % 2)} for i in range(8)]
+    cluster = Cluster(nodes)
+    index = ClusterIndex()
+    incoming = _spreading_web(1)
+
+    def counts() -> dict[str, int]:
+        state = ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")
+        return dict(state[0]["counts"])
+
+    for node, pods, zone in changes:
+        counts()  # built (or kept) before the change
+        if zone:
+            cluster.change(f"n{node}", pods=[web] * pods, labels={ZONE: zone})
+        else:
+            cluster.change(f"n{node}", pods=[web] * pods)
+        expected = ReferenceCluster(cluster.snapshot, {}).topology_spread(incoming, "DoNotSchedule")[0][
+            "counts"
+        ]
+        got = counts()
+        assert got == expected and list(got) == list(expected)
+
+
 def test_a_what_if_row_is_computed_once_per_binding() -> None:
     nodes = [{"name": f"n{i}", "labels": {ZONE: "ab"[i % 2]}, "pods": []} for i in range(4)]
     cluster = Cluster(nodes)
