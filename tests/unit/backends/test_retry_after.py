@@ -83,3 +83,20 @@ def test_the_blocking_client_does_not_wait_past_its_timeout(serve: Serve) -> Non
         client_for(server).request("GET", "/apis/coordination.k8s.io/v1/leases", timeout=2.0)
     assert err.value.status == 429 and len(server.requests) == 1
     assert time.monotonic() - started < 4.0
+
+
+def test_text_returns_the_body_as_is_after_the_same_waits(serve: Serve) -> None:
+    """`KubeClient.text` (the API server's /metrics for the benchmark) goes through the same sending as
+    `request`: a wait asked for is honoured; a non-2xx answer raises."""
+    metrics = b"# TYPE x counter\nx_total 3\n"
+    text = reply(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(metrics), metrics)
+    )
+    server = serve([asking(429, "0"), text, asking(429, None)])
+    client = client_for(server)
+    assert client.text("/metrics") == metrics.decode()
+    assert server.requests[-1].startswith(b"GET /metrics HTTP/1.1\r\n")
+    with pytest.raises(ApiError) as err:
+        client.text("/metrics")
+    assert err.value.status == 429 and len(server.requests) == 3
