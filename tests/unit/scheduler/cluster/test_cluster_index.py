@@ -3,7 +3,7 @@ snapshot changes and preemption what-ifs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -357,20 +357,29 @@ def test_rows_are_recomputed_only_where_versions_changed() -> None:
     assert np.array_equal(index._tables[("domains", ZONE)].versions, cluster.snapshot.versions)  # type: ignore[attr-defined]
 
 
-def test_domain_totals_follow_many_rows_changed_at_once() -> None:
-    """Pods bound to and removed from a dozen nodes between two pods: the totals move by the rows'
-    old and new amounts (and a relabelled node moves its amount to its new domain)."""
-    web = {"name": "w", "namespace": "d", "labels": WEB}
-    nodes = [{"name": f"n{i}", "labels": {ZONE: "abc"[i % 3]}, "pods": [web] * (i % 2)} for i in range(20)]
+WEB_POD = {"name": "w", "namespace": "d", "labels": WEB}
+
+
+def _zoned_web_nodes(n: int) -> tuple[Cluster, dict[str, Any], Callable[[], dict[str, int]]]:
+    """`n` nodes in zones a, b, c (one web pod on every other one), a pod spreading web pods over
+    zones, and the domain counts its DoNotSchedule constraint reads, through one kept index."""
+    nodes = [{"name": f"n{i}", "labels": {ZONE: "abc"[i % 3]}, "pods": [WEB_POD] * (i % 2)} for i in range(n)]
     cluster = Cluster(nodes)
     index = ClusterIndex()
     incoming = _spreading_web(1)
 
     def counts() -> dict[str, int]:
-        return ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")[0][
-            "counts"
-        ]
+        state = ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")
+        return dict(state[0]["counts"])
 
+    return cluster, incoming, counts
+
+
+def test_domain_totals_follow_many_rows_changed_at_once() -> None:
+    """Pods bound to and removed from a dozen nodes between two pods: the totals move by the rows'
+    old and new amounts (and a relabelled node moves its amount to its new domain)."""
+    web = WEB_POD
+    cluster, incoming, counts = _zoned_web_nodes(20)
     assert counts() == {"a": 3, "b": 4, "c": 3}
     for i in range(12):
         cluster.change(f"n{i}", pods=[web] * (2 if i % 2 else 3))
@@ -391,16 +400,8 @@ def test_kept_domain_counts_follow_binds_one_node_at_a_time(changes: list[tuple[
     """The counts a spread constraint reads are built once and then kept up to date by each bind's
     row (a new total for the same domain), rebuilt when a row changes domain: after every change
     they equal a count from scratch, in the same order."""
-    web = {"name": "w", "namespace": "d", "labels": WEB}
-    nodes = [{"name": f"n{i}", "labels": {ZONE: "abc"[i % 3]}, "pods": [web] * (i % 2)} for i in range(8)]
-    cluster = Cluster(nodes)
-    index = ClusterIndex()
-    incoming = _spreading_web(1)
-
-    def counts() -> dict[str, int]:
-        state = ClusterFunctions(cluster.snapshot, index=index).topology_spread(incoming, "DoNotSchedule")
-        return dict(state[0]["counts"])
-
+    web = WEB_POD
+    cluster, incoming, counts = _zoned_web_nodes(8)
     for node, pods, zone in changes:
         counts()  # built (or kept) before the change
         if zone:
