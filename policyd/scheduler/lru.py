@@ -18,19 +18,18 @@ class BoundedLRU(Generic[K, V]):
         self.capacity = capacity
         self._entries: OrderedDict[K, V] = OrderedDict()
 
-    def get(self, key: K, valid: Callable[[V], bool], make: Callable[[], V]) -> tuple[V, bool]:
-        """The entry of `key` if `valid(entry)`, else a new one from `make()` in its place; and
-        whether it was kept (True) or made (False)."""
+    def get(self, key: K, valid: Callable[[V], bool], make: Callable[[], V]) -> V:
+        """The entry of `key` if `valid(entry)`, else a new one from `make()` in its place."""
         entry = self._entries.get(key)
         if entry is not None and valid(entry):
             self._entries.move_to_end(key)
-            return entry, True
+            return entry
         entry = make()
         self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
-        return entry, False
+        return entry
 
     def clear(self) -> None:
         """Drop every entry."""

@@ -177,7 +177,7 @@ class DryRunCache:
         """The group of `key`, emptied unless its outcomes hold for `dry_run`."""
         budgets = tuple(dry_run.budgets)
         layout = dry_run.snapshot.layout
-        g, _ = self._groups.get(
+        g = self._groups.get(
             key,
             lambda g: g.valid_for(dry_run.profile, layout, filter_values, budgets, allowed),
             lambda: DryRunGroup(

@@ -177,7 +177,7 @@ class NominatedVerdictCache:
     def of(self, owner: NodeResults, rows: int, values: Any) -> NominatedVerdicts:
         """The verdicts kept beside `owner`, emptied unless decided on `rows` rows with pod-only
         filter values `values`."""
-        kept, _ = self._groups.get(
+        kept = self._groups.get(
             id(owner),
             lambda kept: (
                 kept.owner() is owner

@@ -231,7 +231,7 @@ class GroupCache:
     def group(self, profile: CompiledProfile, signature: Hashable, snapshot: Snapshot) -> NodeResults:
         """The group of `signature`, with the rows changed in `snapshot` since its last use forgotten."""
         n = len(snapshot)
-        g, _ = self._groups.get(
+        g = self._groups.get(
             (id(profile), signature),
             lambda g: g.profile is profile and g.layout == snapshot.layout and len(g.status) == n,
             lambda: fresh_results(profile, snapshot),
