@@ -144,8 +144,8 @@ class EventRecorder:
         self.instance = instance or component
         self.burst = burst
         self.qps = qps
-        self.dropped = 0  # events not written: suppressed by the rate limit, or the queue was full
-        self.overflowed = 0  # of those, dropped because `MAX_QUEUED` were waiting (or the writer stopped)
+        self.limited = 0  # events suppressed by the per-object rate limit
+        self.overflowed = 0  # events dropped because `MAX_QUEUED` were waiting (or the writer stopped)
         self.written = 0  # API writes (creates + updates)
         self._lock = threading.Lock()  # guards the correlator caches and counters
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
@@ -165,14 +165,19 @@ class EventRecorder:
 
     def _overflow(self) -> None:
         with self._lock:
-            self.dropped += 1
             self.overflowed += 1
+
+    @property
+    def dropped(self) -> int:
+        """Events not written: rate-limited or over the queue."""
+        with self._lock:
+            return self.limited + self.overflowed
 
     def stats(self) -> tuple[int, int, int, int]:
         """(API writes, events dropped by the per-object rate limit, events dropped because the queue
         was full, events recorded and not written yet): what the `policyd_events_*` metrics show."""
         with self._lock:
-            written, limited, overflowed = self.written, self.dropped - self.overflowed, self.overflowed
+            written, limited, overflowed = self.written, self.limited, self.overflowed
         return written, limited, overflowed, self._loop.pending()
 
     def scheduled(self, pod: JSON | ObjectRef, node: str) -> None:
@@ -214,7 +219,7 @@ class EventRecorder:
         now = _now()
         with self._lock:
             if not self._allow(ref):
-                self.dropped += 1
+                self.limited += 1
                 return
             seen = self._seen.get(key)
             if seen is None:

@@ -16,8 +16,9 @@ handshake) blocks the loop for that time, once per connection. A request on a re
 that the server closed before answering is sent once more on a fresh connection, and a 401 with a
 reused credential once more with the credential read afresh, as `KubeClient.request` does; an answer
 asking to wait (429, or 5xx with Retry-After) sends the request again once the wait is over, on the
-loop's timer, as client-go does (`client.retry_after`). A request still unanswered after its timeout fails (its connection is closed). The completion callback runs
-on the loop thread, with the decoded JSON (or {}) and None, or {} and the `ApiError`; it must be short.
+loop's timer, as client-go does (`client.retry_after`). A request still unanswered after its timeout
+fails (its connection is closed). The completion callback runs on the loop thread, with the decoded
+JSON (or {}) and None, or {} and the `ApiError`; it must be short.
 """
 
 from __future__ import annotations
