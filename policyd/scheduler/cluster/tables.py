@@ -35,7 +35,7 @@ _NEVER = -2  # a stored row version no snapshot row has (what-if rows have -1; b
 # kinds of existing pods' inter-pod affinity terms
 REQUIRED_AFFINITY, REQUIRED_ANTI, PREFERRED_AFFINITY, PREFERRED_ANTI = range(4)
 # table kinds whose values depend on the namespace labels
-_NAMESPACE_DEPENDENT = ("affinity-all", "affinity-term")
+_NAMESPACE_DEPENDENT = ("affinity-all", "affinity-term", "affinity-all-totals", "affinity-term-totals")
 
 TermKey = tuple[int, AffinityTerm]
 
@@ -135,9 +135,10 @@ class DomainTotals(_Table):
     total. Rows are set one by one from the tables they derive from (a bind
     moves one row's amount and so one domain's total), not from the node dicts."""
 
-    def __init__(self, n: int, domains: Domains) -> None:
+    def __init__(self, n: int, domains: Domains, nonzero: bool = False) -> None:
         super().__init__(n)
         self.domains = domains  # whose codes the rows hold (a new `Domains` table needs a new one)
+        self.nonzero = nonzero  # `counts()` holds only the domains whose total is not 0
         self.codes: Int64Array = np.full(n, -1, dtype=np.int64)  # -1: the row counts for no domain
         self.amounts: Int64Array = np.zeros(n, dtype=np.int64)
         self.totals: Int64Array = np.zeros(0, dtype=np.int64)
@@ -170,7 +171,11 @@ class DomainTotals(_Table):
             if kept is not None and self._order is not None:  # the same domains: new totals
                 values = self.domains.values
                 for c in touched:
-                    kept[values[c]] = int(totals[c])
+                    total = int(totals[c])
+                    if total or not self.nonzero:
+                        kept[values[c]] = total  # a domain counted anew goes last
+                    else:
+                        kept.pop(values[c], None)
             else:
                 self._counts = None
         else:
@@ -186,16 +191,21 @@ class DomainTotals(_Table):
         self.amounts[rows] = amounts
 
     def counts(self) -> dict[Any, int]:
-        """The counted domains' values and totals, in the order of their first row (kept between
-        calls and updated by `set_rows`: the caller must not change it)."""
-        if self._order is None:
-            rows = np.flatnonzero(self.codes >= 0)
+        """The counted domains' values and totals (`nonzero`: only those not 0), in the order of
+        their first row (with an amount, when `nonzero`) as last built; kept between calls and
+        updated by `set_rows`, where a domain `nonzero` counts anew goes last. The caller must not
+        change it."""
+        if self._order is None or (self.nonzero and self._counts is None):  # which are not 0 moved
+            counted = self.codes >= 0
+            if self.nonzero:
+                counted &= self.amounts != 0
+            rows = np.flatnonzero(counted)
             codes, first = np.unique(self.codes[rows], return_index=True)
             self._order = codes[np.argsort(first)].tolist()
             self._counts = None
         if self._counts is None:
             values, totals = self.domains.values, self.totals
-            self._counts = {values[c]: int(totals[c]) for c in self._order}
+            self._counts = {values[c]: int(totals[c]) for c in self._order if totals[c] or not self.nonzero}
         return self._counts
 
     def update(self, rows: list[int], cels: Sequence[CelObject]) -> None:
@@ -263,6 +273,15 @@ class _ExistingTerms(_Table):
             for key, count in found.items():
                 self._term_rows.setdefault(key, {})[r] = count
         self._arrays = {}
+
+    def keys(self) -> list[TermKey]:
+        """Every (kind, term) some row carries."""
+        return list(self._term_rows)
+
+    def row_counts(self, key: TermKey, rows: IntpArray) -> Int64Array:
+        """Per row of `rows`: how many pods there carry (kind, term) `key`."""
+        carriers = self._term_rows.get(key, {})
+        return np.fromiter((carriers.get(r, 0) for r in rows.tolist()), dtype=np.int64, count=len(rows))
 
     def terms(self) -> list[tuple[TermKey, IntpArray, Int64Array]]:
         """Every (kind, term) with the rows carrying it and how many pods there carry it."""
@@ -565,14 +584,16 @@ class SnapshotTables:
         key: Hashable,
         domains: Domains,
         row_values: Callable[[IntpArray], tuple[Int64Array, Int64Array]],
+        nonzero: bool = False,
     ) -> DomainTotals:
         """The totals per domain of `domains` (one table per `key`) of what `row_values(rows)` gives
         the rows: each row's domain code (-1: none) and amount, read from tables already brought up
-        to date; only the rows whose version moved are asked again."""
+        to date; only the rows whose version moved are asked again. `nonzero`: its `counts()` leave
+        out the domains whose total is 0."""
         self.index.use_layout(self.names)
-        table = self.index.table(key, lambda n: DomainTotals(n, domains))
+        table = self.index.table(key, lambda n: DomainTotals(n, domains, nonzero))
         if table.domains is not domains:  # its domain table was dropped and made again: new codes
-            table = DomainTotals(self.n, domains)
+            table = DomainTotals(self.n, domains, nonzero)
             self.index.replace_table(key, table)
         rows = np.flatnonzero(table.versions != self._versions)
         if rows.size:
@@ -585,6 +606,14 @@ class SnapshotTables:
     def existing_terms(self) -> list[tuple[TermKey, IntpArray, Int64Array]]:
         """Every existing pod's (kind, term) with the rows carrying it and how many pods there do."""
         return self._sync(self.index.existing_terms()).terms()
+
+    def existing_term_keys(self) -> list[TermKey]:
+        """Every existing pod's (kind, term), without their rows."""
+        return self._sync(self.index.existing_terms()).keys()
+
+    def existing_term_counts(self, key: TermKey, rows: IntpArray) -> Int64Array:
+        """Per row of `rows`: how many pods there carry the existing (kind, term) `key`."""
+        return self._sync(self.index.existing_terms()).row_counts(key, rows)
 
     def rows_of(self, nodes: Sequence[CelObject] | None) -> IntpArray:
         """Rows of the snapshot's nodes named like `nodes` (None: every row; unknown names: skipped)."""

@@ -319,6 +319,90 @@ def test_one_pods_spread_counts_follow_the_changes_row_by_row(data: st.DataObjec
         assert counts(cluster.snapshot, indexed) == counts(cluster.snapshot, reference)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_one_pods_affinity_counts_follow_the_changes_row_by_row(data: st.DataObject) -> None:
+    """The same pod with required terms after every change: its (anti-)affinity counts are kept
+    per term across the changes (updated from the changed rows only, domains dropped at 0) when
+    each topology key has one term, else summed afresh; both equal the reference walk's state."""
+    names = [f"n{next(_generations)}" for _ in range(data.draw(st.integers(1, 12)))]
+    cluster = Cluster([data.draw(a_node(name)) for name in names])
+    index = ClusterIndex(max_tables=data.draw(st.sampled_from([4, 256])))
+    terms = st.lists(affinity_term(), min_size=1, max_size=2)
+    pod = dict(
+        data.draw(a_pod(incoming=True)),
+        affinity={
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": data.draw(terms)},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": data.draw(terms)},
+        },
+    )
+
+    def check() -> None:
+        expected = ReferenceCluster(cluster.snapshot, {}).inter_pod_affinity(pod)
+        assert ClusterFunctions(cluster.snapshot, index=index).inter_pod_affinity(pod) == expected
+
+    check()
+    for _ in range(data.draw(st.integers(1, 8))):
+        for _ in range(data.draw(st.sampled_from([1, 1, 2, 12]))):  # one change, or many at once
+            data.draw(step(cluster))
+        check()
+
+
+ANTI_WEB = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"topologyKey": HOST, "labelSelector": {"matchLabels": WEB}}
+]}}  # fmt: skip
+
+
+def test_kept_affinity_counts_gain_and_lose_domains_bind_by_bind() -> None:
+    """Web pods that keep web pods off their host, bound and removed one node at a time: the
+    counts a new web pod reads (its own anti term's, and the existing pods' term matching it) gain
+    a host with its first pod and lose it with its last, without being built again."""
+    web = dict(WEB_POD, affinity=ANTI_WEB)
+    cluster = Cluster([{"name": f"n{i}", "labels": {HOST: f"n{i}"}, "pods": []} for i in range(12)])
+    index = ClusterIndex()
+    incoming = dict(web, name="new")
+
+    def state() -> dict[str, Any]:
+        return ClusterFunctions(cluster.snapshot, index=index).inter_pod_affinity(incoming)
+
+    assert state()["existingAnti"] == {} and state()["anti"][0]["counts"] == {}
+    for i, pods in ((3, 1), (1, 2), (3, 2), (1, 0), (5, 1), (3, 0)):
+        cluster.change(f"n{i}", pods=[web] * pods)
+        got = state()
+        assert got == ReferenceCluster(cluster.snapshot, {}).inter_pod_affinity(incoming)
+    assert got["existingAnti"] == {HOST: {"n5": 1}}
+    assert got["anti"][0]["counts"] == {"n5": 1}
+    before = index.rows_updated
+    cluster.change("n2", pods=[web])
+    assert state()["existingAnti"] == {HOST: {"n5": 1, "n2": 1}}  # a host counted anew goes last
+    assert index.rows_updated - before <= 8  # the changed row, in each table read
+    for i in range(12):  # more rows at once than are updated one by one: hosts gained and lost
+        cluster.change(f"n{i}", pods=[web] * (i % 4 == 1))
+    assert state() == ReferenceCluster(cluster.snapshot, {}).inter_pod_affinity(incoming)
+    assert state()["anti"][0]["counts"] == {"n1": 1, "n5": 1, "n9": 1}
+
+
+def test_kept_affinity_counts_follow_namespace_labels() -> None:
+    """A term selecting namespaces by label: its kept counts are dropped when namespace labels
+    change (they change no node's version), as the pod counts they are read from are."""
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": HOST, "labelSelector": {"matchLabels": WEB}, "namespaceSelector": {"matchLabels": {"team": "t"}}}
+    ]}}  # fmt: skip
+    other_web = dict(WEB_POD, namespace="other")
+    cluster = Cluster([{"name": f"n{i}", "labels": {HOST: f"n{i}"}, "pods": [other_web]} for i in range(3)])
+    index = ClusterIndex()
+    incoming = dict(WEB_POD, name="new", affinity=anti)
+
+    def anti_counts(namespaces: dict[str, dict[str, str]]) -> dict[str, int]:
+        state = ClusterFunctions(cluster.snapshot, namespaces, index=index).inter_pod_affinity(incoming)
+        assert state == ReferenceCluster(cluster.snapshot, namespaces).inter_pod_affinity(incoming)
+        return dict(state["anti"][0]["counts"])
+
+    assert anti_counts({}) == {}
+    assert anti_counts({"other": {"team": "t"}}) == {"n0": 1, "n1": 1, "n2": 1}
+    assert anti_counts({"other": {}}) == {}
+
+
 def _spreading_web(*skews: int) -> dict[str, Any]:
     """An incoming pod with one zone constraint over app=web pods per max skew."""
     constraints = [{"topologyKey": ZONE, "maxSkew": s, "labelSelector": {"matchLabels": WEB}} for s in skews]
