@@ -61,27 +61,17 @@ def _all_terms_counts(tables: SnapshotTables, terms: Sequence[AffinityTerm]) -> 
     return key, tables.pod_counts(("affinity-all", key), matched)
 
 
-def _existing_matching(
-    tables: SnapshotTables, pod: CelObject, kinds: Sequence[int]
-) -> list[tuple[int, AffinityTerm, IntpArray, Int64Array]]:
-    """Existing pods' terms of `kinds` that match `pod`, with their carrying rows and counts."""
+def _matching_keys(tables: SnapshotTables, pod: CelObject, kinds: Sequence[int]) -> list[TermKey]:
+    """Existing pods' (kind, term) of `kinds` whose term matches `pod`."""
     ns_labels = tables.namespace_labels(str(pod.get("namespace", "")))
-    out = []
-    for (kind, term), rows, counts in tables.existing_terms():
-        if kind in kinds and term.matches(pod, ns_labels):
-            out.append((kind, term, rows, counts))
-    return out
+    return [key for key in tables.existing_term_keys() if key[0] in kinds and key[1].matches(pod, ns_labels)]
 
 
 def filter_state(tables: SnapshotTables, pod: CelObject) -> dict[str, Any]:
     """Required (anti-)affinity state of the pod (`cluster.interPodAffinity`)."""
     terms = tables.index.pod_terms(pod)
     ns_labels = tables.namespace_labels(str(pod.get("namespace", "")))
-    existing = [
-        key
-        for key in tables.existing_term_keys()
-        if key[0] == REQUIRED_ANTI and key[1].matches(pod, ns_labels)
-    ]
+    existing = _matching_keys(tables, pod, (REQUIRED_ANTI,))
     if _one_source_per_key(existing, terms.required_affinity, terms.required_anti):
         existing_counts, affinity_counts, anti_counts = _kept_counts(tables, existing, terms)
     else:
@@ -157,10 +147,9 @@ def _summed_counts(
     tables: SnapshotTables, existing: Sequence[TermKey], terms: PodTerms
 ) -> tuple[Counts, ...]:
     """The three counts summed afresh over the terms (some topology key has several)."""
-    carried = {key: (rows, counts) for key, rows, counts in tables.existing_terms()}
     existing_sums = DomainSums(tables.n)
     for key in existing:
-        rows, counts = carried[key]
+        rows, counts = tables.existing_term_carriers(key)
         existing_sums.add(tables.domains(key[1].topology_key), rows, counts)
     affinity = DomainSums(tables.n)
     anti = DomainSums(tables.n)
@@ -187,7 +176,8 @@ def score_state(tables: SnapshotTables, pod: CelObject, feasible: IntpArray) -> 
             rows = np.flatnonzero(counts)
             sums.add(tables.domains(t.topology_key), rows, counts[rows], sign * t.weight)
     kinds = (REQUIRED_AFFINITY, PREFERRED_AFFINITY, PREFERRED_ANTI)
-    for kind, term, rows, counts in _existing_matching(tables, pod, kinds):
+    for kind, term in _matching_keys(tables, pod, kinds):
+        rows, counts = tables.existing_term_carriers((kind, term))
         weight = (
             HARD_POD_AFFINITY_WEIGHT
             if kind == REQUIRED_AFFINITY

@@ -283,18 +283,16 @@ class _ExistingTerms(_Table):
         carriers = self._term_rows.get(key, {})
         return np.fromiter((carriers.get(r, 0) for r in rows.tolist()), dtype=np.int64, count=len(rows))
 
-    def terms(self) -> list[tuple[TermKey, IntpArray, Int64Array]]:
-        """Every (kind, term) with the rows carrying it and how many pods there carry it."""
-        out = []
-        for key, carriers in self._term_rows.items():
-            arrays = self._arrays.get(key)
-            if arrays is None:
-                arrays = self._arrays[key] = (
-                    np.fromiter(carriers.keys(), dtype=np.intp, count=len(carriers)),
-                    np.fromiter(carriers.values(), dtype=np.int64, count=len(carriers)),
-                )
-            out.append((key, arrays[0], arrays[1]))
-        return out
+    def carriers(self, key: TermKey) -> tuple[IntpArray, Int64Array]:
+        """The rows carrying (kind, term) `key` and how many pods there carry it."""
+        arrays = self._arrays.get(key)
+        if arrays is None:
+            carriers = self._term_rows.get(key, {})
+            arrays = self._arrays[key] = (
+                np.fromiter(carriers.keys(), dtype=np.intp, count=len(carriers)),
+                np.fromiter(carriers.values(), dtype=np.int64, count=len(carriers)),
+            )
+        return arrays
 
 
 class _Images(_Table):
@@ -603,13 +601,13 @@ class SnapshotTables:
             self.index.rows_updated += int(rows.size)
         return table
 
-    def existing_terms(self) -> list[tuple[TermKey, IntpArray, Int64Array]]:
-        """Every existing pod's (kind, term) with the rows carrying it and how many pods there do."""
-        return self._sync(self.index.existing_terms()).terms()
-
     def existing_term_keys(self) -> list[TermKey]:
-        """Every existing pod's (kind, term), without their rows."""
+        """Every existing pod's inter-pod affinity (kind, term)."""
         return self._sync(self.index.existing_terms()).keys()
+
+    def existing_term_carriers(self, key: TermKey) -> tuple[IntpArray, Int64Array]:
+        """The rows carrying the existing (kind, term) `key` and how many pods there carry it."""
+        return self._sync(self.index.existing_terms()).carriers(key)
 
     def existing_term_counts(self, key: TermKey, rows: IntpArray) -> Int64Array:
         """Per row of `rows`: how many pods there carry the existing (kind, term) `key`."""
