@@ -269,6 +269,22 @@ def ratios(summary: Sequence[E2EMedian], figure: str = "pods_per_second") -> dic
     return out
 
 
+def paired_ratios(results: Sequence[E2EResult], figure: str = "pods_per_second") -> dict[str, float]:
+    """Per workload run by both schedulers in the same rounds: the median over those rounds of
+    policyd's `figure` divided by kube-scheduler's in the same round. The rounds are pairs run back
+    to back, so this follows the machine's drift between rounds, which the ratio of the medians
+    (`ratios`) does not."""
+    by_round: dict[tuple[str, int], dict[str, float]] = {}
+    for r in results:
+        by_round.setdefault((r.workload, r.round), {})[r.scheduler] = float(getattr(r, figure))
+    per_workload: dict[str, list[float]] = {}
+    for (wl, _), figures in by_round.items():
+        base, ours = figures.get(KUBE_SCHEDULER), figures.get(POLICYD)
+        if base is not None and ours is not None and base > 0:
+            per_workload.setdefault(wl, []).append(ours / base)
+    return {wl: round(median(values), 2) for wl, values in per_workload.items()}
+
+
 def budgets(results: Sequence[E2EResult]) -> str:
     """The client budgets the runs gave the schedulers, in words."""
     pairs = sorted({(r.qps, r.burst) for r in results})
@@ -283,10 +299,10 @@ def creation(results: Sequence[E2EResult]) -> str:
 
 
 MARKDOWN_HEADER = (
-    "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | pods/s from release | "
-    "first bind s | attempt p50 ms | attempt p90 ms | attempt p99 ms | algorithm p50 ms | peak RSS MiB | "
-    "pods created/s | Events by last bind |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | paired ratio | "
+    "pods/s from release | first bind s | attempt p50 ms | attempt p90 ms | attempt p99 ms | "
+    "algorithm p50 ms | peak RSS MiB | pods created/s | Events by last bind |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
 
@@ -294,12 +310,14 @@ def _ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.1f}"
 
 
-def markdown_row(m: E2EMedian, ratio: float | None = None) -> str:
-    """One markdown table row of medians; `ratio` (policyd / kube-scheduler pods/s) on policyd rows."""
+def markdown_row(m: E2EMedian, ratio: float | None = None, paired: float | None = None) -> str:
+    """One markdown table row of medians; on policyd rows `ratio` (policyd / kube-scheduler median
+    pods/s) and `paired` (the median of the rounds' own ratios)."""
     ratio_text = f"{ratio:.2f}x" if ratio is not None else ""
+    paired_text = f"{paired:.2f}x" if paired is not None else ""
     return (
         f"| {m.workload} | {m.scheduler} | {m.nodes} | {m.measured_pods} | {m.rounds} | "
-        f"{m.pods_per_second:.1f} | {ratio_text} | {m.pods_per_second_from_release:.1f} | "
+        f"{m.pods_per_second:.1f} | {ratio_text} | {paired_text} | {m.pods_per_second_from_release:.1f} | "
         f"{m.first_bind_seconds:.2f} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
         f"{_ms(m.attempt_p99_ms)} | {_ms(m.algorithm_p50_ms)} | {m.peak_rss_mib:.0f} | "
         f"{m.create_pods_per_second:.1f} | {_count(m.events_by_last_bind)} |\n"
@@ -313,11 +331,18 @@ def _count(value: float) -> str:
 def markdown_table(results: Sequence[E2EResult]) -> str:
     """The medians over rounds with the policyd / kube-scheduler ratio on policyd rows, under the budgets."""
     summary = medians(results)
-    rs = ratios(summary)
-    rows = [markdown_row(m, rs.get(m.workload) if m.scheduler == POLICYD else None) for m in summary]
+    rs, paired = ratios(summary), paired_ratios(results)
+    rows = [
+        markdown_row(m, rs.get(m.workload), paired.get(m.workload))
+        if m.scheduler == POLICYD
+        else markdown_row(m)
+        for m in summary
+    ]
     intro = (
         f"Medians over rounds; {budgets(results)}; {creation(results)}. pods/s: between the first and "
-        "the last measured pod seen bound; from release: measured pods bound / (last bind - release); "
+        "the last measured pod seen bound; ratio: policyd's median / kube-scheduler's; paired ratio: "
+        "the median of each round's policyd / kube-scheduler; from release: measured pods bound / "
+        "(last bind - release); "
         "Events by last bind: Event writes the API server accepted between the release and the last "
         "measured bind (apiserver_request_total).\n\n"
     )
@@ -344,6 +369,7 @@ def write_results(results: Sequence[E2EResult], out_dir: str) -> tuple[Path, Pat
         "creation": creation(results),
         "ratios": ratios(summary),
         "ratios_from_release": ratios(summary, "pods_per_second_from_release"),
+        "paired_ratios": paired_ratios(results),
         "medians": [_json_safe(m.to_json()) for m in summary],
         "results": [_json_safe(r.to_json()) for r in results],
     }

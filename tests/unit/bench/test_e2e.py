@@ -162,6 +162,24 @@ def test_medians_over_rounds_and_ratio_of_medians() -> None:
     assert (ks.attempt_p90_ms, pd.attempt_p90_ms) == (40.0, 20.0)
     assert math.isnan(ks.attempt_p99_ms)  # no round had a figure
     assert report.ratios(summary) == {wl: 1.25}
+    # each round's own ratio: 1.5, 0.3, 1.5; their median, not the ratio of the medians
+    assert report.paired_ratios(results) == {wl: 1.5}
+
+
+def test_paired_ratios_take_only_rounds_with_both_schedulers() -> None:
+    wl = "TopologySpreading/500Nodes"
+    results = [
+        result(wl, e2e.KUBE_SCHEDULER, 500.0, 1),
+        result(wl, e2e.POLICYD, 510.0, 1),
+        result(wl, e2e.POLICYD, 520.0, 2),
+        result(wl, e2e.KUBE_SCHEDULER, 500.0, 2),
+        result(wl, e2e.KUBE_SCHEDULER, 700.0, 3),
+        result(wl, e2e.POLICYD, 470.0, 3),
+        result(wl, e2e.POLICYD, 900.0, 4),  # kube-scheduler's run of round 4 is missing
+        result("Other", e2e.POLICYD, 10.0, 1),
+    ]
+    assert report.paired_ratios(results) == {wl: 1.02}
+    assert report.ratios(report.medians(results)) == {wl: 1.03}
 
 
 def test_ratios_and_table() -> None:
@@ -181,12 +199,12 @@ def test_ratios_and_table() -> None:
     assert table[0].count("|") == table[1].count("|") == table[2].count("|")
     assert len(table) == 2 + 3
     assert table[2] == (
-        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  | 25.0 | 0.50 | 12.3 | 20.0 "
-        "| - | 1.0 | 123 | 60.0 | - |"
+        "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  |  | 25.0 | 0.50 | 12.3 "
+        "| 20.0 | - | 1.0 | 123 | 60.0 | - |"
     )
-    assert "| 55.0 | 1.10x | 27.5 |" in table[3] and table[3].endswith("| 60.0 | 640 |")
-    assert "Events by last bind" in table[0]
-    assert "| 20.0 |  |" in table[4]
+    assert "| 55.0 | 1.10x | 1.10x | 27.5 |" in table[3] and table[3].endswith("| 60.0 | 640 |")
+    assert "Events by last bind" in table[0] and "paired ratio" in table[0]
+    assert "| 20.0 |  |  | 10.0 |" in table[4]
 
 
 def test_budgets_say_when_runs_differ() -> None:
