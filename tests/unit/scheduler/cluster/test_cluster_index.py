@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyd.scheduler.cluster.functions import ClusterFunctions
-from policyd.scheduler.cluster.tables import ClusterIndex
+from policyd.scheduler.cluster.tables import ClusterIndex, Domains, DomainTotals
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler.cluster.reference import ReferenceCluster
 from tests.unit.scheduler.cluster.snapshots import NodeRow
@@ -538,3 +538,24 @@ def test_feasible_nodes_are_taken_by_name() -> None:
     functions.prescore(incoming, [dict(nodes[0]), {"name": "gone", "labels": {ZONE: "z"}}])
     assert functions.topology_spread_score_range(incoming) == {"active": True, "min": 0, "max": 0}
     assert [functions.topology_spread_score(incoming, n) for n in nodes] == [0, -1, -1]
+
+
+def test_domain_totals_keep_their_counts_across_a_few_rows() -> None:
+    """A bind's few rows update the counts in place (the same dict, no walk over the rows); a row
+    changing domain or more than 8 rows at once builds them again."""
+    domains = Domains(6, ZONE)
+    domains.update(list(range(6)), [{"labels": {ZONE: "abc"[i % 3]}} for i in range(6)])
+    for nonzero in (False, True):
+        totals = DomainTotals(6, domains, nonzero)
+        rows = np.arange(6)
+        totals.set_rows(rows, domains.codes[rows], np.array([1, 0, 0, 1, 0, 0]))
+        first = totals.counts()
+        assert first == ({"a": 2} if nonzero else {"a": 2, "b": 0, "c": 0})
+        one = np.array([2])
+        totals.set_rows(one, domains.codes[one], np.array([3]))
+        assert totals.counts() is first and first == (
+            {"a": 2, "c": 3} if nonzero else {"a": 2, "b": 0, "c": 3}
+        )
+        totals.set_rows(one, np.array([domains.code("a")]), np.array([3]))  # row 2 moves to zone a
+        again = totals.counts()
+        assert again is not first and again == ({"a": 5} if nonzero else {"a": 5, "b": 0, "c": 0})
