@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -234,3 +235,48 @@ def test_calls_run_on_the_loop_and_stop_completes_what_was_submitted(
     assert sorted(r["n"] for r, _, _ in answers.got) == [1, 2]
     with pytest.raises(RuntimeError):
         loop.submit("GET", "/late", answers)
+
+
+def _thread_cpu(name: str) -> float:
+    """CPU seconds used so far by the live thread called `name` (Linux)."""
+    (thread,) = [t for t in threading.enumerate() if t.name == name]
+    assert thread.ident is not None
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+
+
+def test_a_request_too_big_to_write_at_once_is_finished_when_the_socket_has_room(
+    serve: Serve, loops: Callable[..., RequestLoop]
+) -> None:
+    def echo_size(conn: socket.socket, request: bytes) -> bool:
+        body = b'{"size":%d}' % len(request.split(b"\r\n\r\n", 1)[1])
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        return True
+
+    # (a third answer keeps the server reading the connection, so it stays open while idle)
+    server = serve([echo_size, json_reply(200, b'{"next":true}'), json_reply(200, b"{}")])
+    loop = loops(server)
+    answers = Answers()
+    big = {"data": "x" * (32 << 20)}  # far more than a loopback socket's buffers take at once
+    loop.submit("PUT", "/big", answers, body=big, decode=True, timeout=30)
+    ((result, error, _),) = answers.wait(1, timeout=30)
+    assert error is None and result["size"] == len('{"data":""}') + (32 << 20)
+    loop.submit("GET", "/next", answers, decode=True)  # the same connection, back to reading only
+    assert answers.wait(2)[1][:2] == ({"next": True}, None)
+    assert server.connections == 1
+    # idle again: the loop waits for something to read, it does not spin on a writable socket
+    before = _thread_cpu("test-loop")
+    time.sleep(0.5)
+    assert _thread_cpu("test-loop") - before < 0.05
+
+
+def test_a_response_bigger_than_one_read(serve: Serve, loops: Callable[..., RequestLoop]) -> None:
+    items = [{"name": f"pod-{i}", "pad": "y" * 100} for i in range(3000)]  # about 370 kB
+    body = json.dumps({"items": items}).encode()
+    server = serve([json_reply(200, body), json_reply(200, b'{"after":1}')])
+    loop = loops(server)
+    answers = Answers()
+    loop.submit("GET", "/list", answers, decode=True)
+    loop.submit("GET", "/after", answers, decode=True)
+    got = answers.wait(2)
+    assert {"items": items} in [r for r, _, _ in got] and {"after": 1} in [r for r, _, _ in got]
+    assert {e for _, e, _ in got} == {None}
