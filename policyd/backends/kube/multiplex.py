@@ -11,13 +11,18 @@ answer arrives, and then deals with all of them at once.
 
 Requests go over the client's endpoint, credentials and token bucket (`KubeClient`): a request
 waits for its token on the loop's timer rather than by sleeping. Connections are opened when all
-open ones are busy (at most `max_connections`) and kept alive; opening one (TCP, proxy CONNECT, TLS
-handshake) blocks the loop for that time, once per connection. A request on a reused connection
-that the server closed before answering is sent once more on a fresh connection, and a 401 with a
-reused credential once more with the credential read afresh, as `KubeClient.request` does; an answer
-asking to wait (429, or 5xx with Retry-After) sends the request again once the wait is over, on the
-loop's timer, as client-go does (`client.retry_after`). A request still unanswered after its timeout
-fails (its connection is closed). The completion callback runs on the loop thread, with the decoded
+open ones are busy (at most `max_connections`) and kept alive. Opening one (TCP, proxy CONNECT, TLS
+handshake) is done on a connector thread (at most `CONNECTORS`, started when first needed), never on
+the loop: a burst of binds after a quiet spell used to open 128 connections one after another on the
+loop, 2-35 ms each, while the answers to the binds already sent sat unread (TopologySpreading/500 end
+to end: the first binds were answered 0.6 s after they were sent, those behind them waited up to
+0.9 s for a connection). A request waiting for a connection takes the first one free or opened. A
+request on a reused connection that the server closed before answering is sent once more on a fresh
+connection, and a 401 with a reused credential once more with the credential read afresh, as
+`KubeClient.request` does; an answer asking to wait (429, or 5xx with Retry-After) sends the request
+again once the wait is over, on the loop's timer, as client-go does (`client.retry_after`). A request
+still unanswered after its timeout fails (its connection is closed); one whose connection cannot be
+opened fails with the error. The completion callback runs on the loop thread, with the decoded
 JSON (or {}) and None, or {} and the `ApiError`; it must be short.
 """
 
@@ -28,6 +33,7 @@ import heapq
 import itertools
 import json
 import logging
+import queue
 import selectors
 import socket
 import ssl
@@ -54,6 +60,7 @@ log = logging.getLogger(__name__)
 Done = Callable[[JSON, ApiError | None], None]
 
 DEFAULT_MAX_CONNECTIONS = 64
+CONNECTORS = 4  # connections opened at once, each on a thread of its own (TLS handshakes release the GIL)
 _WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError)
 
 
@@ -130,6 +137,13 @@ class RequestLoop:
         self._idle: list[_Conn] = []
         self._busy: set[_Conn] = set()
         self._waiting: collections.deque[_Request] = collections.deque()  # for a free connection
+        self._fresh: collections.deque[_Request] = collections.deque()  # for a newly opened one
+        self._opening = 0  # connections being opened by the connector threads
+        self._connectors = 0  # connector threads started
+        self._connect_jobs: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: open one; False: stop
+        # any thread, under the lock: each opened connection's socket, or the error opening it
+        self._connected: list[socket.socket | Exception] = []
+        self._finished = False  # the loop thread has ended
         self._timers: list[tuple[float, int, _Request]] = []  # (send at, seq, request): token waits
         self._seq = itertools.count()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -205,9 +219,12 @@ class RequestLoop:
                     abort = self._abort
                     if not abort:
                         submitted, self._submitted = self._submitted, collections.deque()
+                        connected, self._connected = self._connected, []
                 if abort:
                     self._fail_all("request loop stopped")
                     return
+                for opened in connected:
+                    self._opened(opened)
                 for item in submitted:
                     if isinstance(item, _Request):
                         self._admit(item)
@@ -216,7 +233,7 @@ class RequestLoop:
                 self._start_due()
                 timeout = self._next_timeout()
                 with self._lock:
-                    if self._submitted:
+                    if self._submitted or self._connected:
                         timeout = 0.0
                     else:
                         self._sleeping = True
@@ -266,8 +283,10 @@ class RequestLoop:
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
             self._start(heapq.heappop(self._timers)[2])
-        while self._waiting and (self._idle or len(self._busy) < self.max_connections):
-            self._start(self._waiting.popleft())
+        while self._waiting and self._idle:
+            self._reuse(self._waiting.popleft())
+        if self._waiting or self._fresh:
+            self._open_wanted()  # a connection that closed or timed out left room for another
 
     def _next_timeout(self) -> float | None:
         now = time.monotonic()
@@ -276,19 +295,72 @@ class RequestLoop:
         return max(0.0, min(due) - now) if due else None
 
     def _start(self, request: _Request, fresh: bool = False) -> None:
-        """Write the request on an idle connection, a new one, or queue it for the next free one."""
-        conn = None if fresh else (self._idle.pop() if self._idle else None)
-        if conn is None:
-            if len(self._busy) >= self.max_connections:
-                self._waiting.append(request)
-                return
+        """Write the request on an idle connection, or queue it for the next one free or opened (a
+        `fresh` one: for the next one opened)."""
+        if self._idle and not fresh and not self._waiting:
+            self._reuse(request)
+            return
+        (self._fresh if fresh else self._waiting).append(request)
+        self._open_wanted()
+
+    def _open_wanted(self) -> None:
+        """Have as many connections opening as requests wait for one, within max_connections."""
+        wanted = len(self._waiting) + len(self._fresh) - self._opening
+        room = self.max_connections - len(self._busy) - self._opening
+        for _ in range(min(wanted, room)):
+            self._opening += 1
+            self._connect_jobs.put(True)
+            if self._connectors < min(CONNECTORS, self._opening):
+                self._connectors += 1
+                name = f"{self._thread.name}-connect"
+                threading.Thread(target=self._connect_worker, name=name, daemon=True).start()
+
+    def _reuse(self, request: _Request) -> None:
+        conn = self._idle.pop()
+        conn.reused = True
+        self._send(conn, request)
+
+    def _connect_worker(self) -> None:
+        """A connector thread: open a connection per job and hand it (or the error) to the loop."""
+        while self._connect_jobs.get():
+            opened: socket.socket | Exception
             try:
-                conn = self._open()
+                opened = Connection.connect(self.client.endpoint, self.timeout)
+                opened.setblocking(False)
             except (OSError, ValueError) as err:
-                self._complete(request, {}, self._unreachable(request, err))
-                return
+                opened = err
+            with self._lock:
+                late = self._finished
+                if not late:
+                    self._connected.append(opened)
+                    wake, self._sleeping = self._sleeping, False
+            if late:  # opened after the loop ended
+                if isinstance(opened, socket.socket):
+                    opened.close()
+            elif wake:
+                self._wake()
+
+    def _opened(self, opened: socket.socket | Exception) -> None:
+        """A connection was opened (or could not be): the oldest request waiting for one goes on it
+        (or fails); with none waiting it is kept idle."""
+        self._opening -= 1
+        waiting = self._fresh or self._waiting
+        if isinstance(opened, Exception):
+            if waiting:
+                request = waiting.popleft()
+                self._complete(request, {}, self._unreachable(request, opened))
+            self._open_wanted()  # for those still waiting, a connection each (within max_connections)
+            return
+        conn = _Conn(opened)
+        if waiting:
+            self._send(conn, waiting.popleft())
         else:
-            conn.reused = True
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            conn.reused = True  # registered, as an idle connection is
+            self._idle.append(conn)
+
+    def _send(self, conn: _Conn, request: _Request) -> None:
+        """Write `request` on `conn` (an idle one, or one just opened for it)."""
         authorization, fresh_credential = self.client.authorization(fresh=request.fresh_credential)
         request.fresh_credential = request.fresh_credential or fresh_credential
         length = None if request.payload is None else len(request.payload)
@@ -305,11 +377,6 @@ class RequestLoop:
         if not conn.reused:  # an idle connection stays registered for reading
             self._selector.register(conn.sock, selectors.EVENT_READ, conn)
         self._write(conn)
-
-    def _open(self) -> _Conn:
-        sock = Connection.connect(self.client.endpoint, self.timeout)
-        sock.setblocking(False)
-        return _Conn(sock)
 
     def _write(self, conn: _Conn) -> None:
         out = conn.out
@@ -540,7 +607,7 @@ class RequestLoop:
 
     def _fail_all(self, message: str) -> None:
         requests = [c.request for c in self._busy if c.request is not None]
-        requests += list(self._waiting) + [t[2] for t in self._timers]
+        requests += [*self._waiting, *self._fresh, *(t[2] for t in self._timers)]
         with self._lock:
             calls = [item for item in self._submitted if not isinstance(item, _Request)]
             requests += [item for item in self._submitted if isinstance(item, _Request)]
@@ -550,14 +617,21 @@ class RequestLoop:
             self._completed()
         self._busy.clear()
         self._waiting.clear()
+        self._fresh.clear()
         self._timers.clear()
         for request in requests:
             self._complete(request, {}, ApiError(0, request.verb, request.path, message, "Unreachable"))
 
     def _close_all(self) -> None:
-        for conn in [*self._idle, *self._busy]:
+        with self._lock:
+            self._finished = True  # a connection still opening is closed once open
+            socks = [sock for sock in self._connected if isinstance(sock, socket.socket)]
+            self._connected.clear()
+        for _ in range(self._connectors):
+            self._connect_jobs.put(False)
+        for sock in [*(c.sock for c in self._idle), *(c.sock for c in self._busy), *socks]:
             try:
-                conn.sock.close()
+                sock.close()
             except OSError:
                 pass
         self._idle.clear()

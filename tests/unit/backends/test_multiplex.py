@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from policyd.backends.kube import multiplex
 from policyd.backends.kube.client import JSON, ApiError, PermissionDenied, RateLimiter
 from policyd.backends.kube.multiplex import RequestLoop
 from tests.unit.backends.scripted_http import Handler, Server, client_for, json_reply, reply
@@ -280,3 +281,58 @@ def test_a_response_bigger_than_one_read(serve: Serve, loops: Callable[..., Requ
     got = answers.wait(2)
     assert {"items": items} in [r for r, _, _ in got] and {"after": 1} in [r for r, _, _ in got]
     assert {e for _, e, _ in got} == {None}
+
+
+def test_a_connection_being_opened_holds_up_no_answer(
+    serve: Serve, loops: Callable[..., RequestLoop], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_connect = multiplex.Connection.connect
+    openers: list[str] = []
+    release = threading.Event()
+
+    def connect(endpoint: object, timeout: float | None) -> socket.socket:
+        openers.append(threading.current_thread().name)
+        if len(openers) == 2:
+            release.wait(10)  # the second connection takes its time (a slow TLS handshake, a proxy)
+        return real_connect(endpoint, timeout)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(multiplex.Connection, "connect", staticmethod(connect))
+    second_waiting = threading.Event()
+
+    def answer_once_the_second_waits(conn: socket.socket, _request: bytes) -> bool:
+        second_waiting.wait(5)
+        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"n":1}')
+        return True
+
+    server = serve([answer_once_the_second_waits, json_reply(200, b'{"n":2}'), json_reply(200, b"{}")])
+    loop = loops(server)
+    answers = Answers()
+    loop.submit("GET", "/1", answers, decode=True)
+    deadline = time.monotonic() + 5
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loop.submit("GET", "/2", answers, decode=True)  # the only connection is busy: a second one opens
+    while len(openers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second_waiting.set()
+    # the first answer is read, and the second request goes on the connection it freed, while the
+    # second connection is still being opened
+    got = answers.wait(2, timeout=5)
+    assert not release.is_set()
+    assert [r for r, _, _ in got] == [{"n": 1}, {"n": 2}]
+    assert openers == ["test-loop-connect"] * 2  # never the loop thread itself
+    release.set()
+
+
+def test_requests_to_a_server_that_cannot_be_reached_fail(
+    serve: Serve, loops: Callable[..., RequestLoop]
+) -> None:
+    server = serve([])
+    server.close()  # nothing listens on its port any more: every connection is refused
+    loop = loops(server, max_connections=2)
+    answers = Answers()
+    for i in range(5):
+        loop.submit("GET", f"/x/{i}", answers)
+    got = answers.wait(5)
+    assert all(isinstance(e, ApiError) and e.status == 0 and e.reason == "Unreachable" for _, e, _ in got)
+    assert loop.wait_idle(1.0) and loop.pending() == 0
