@@ -352,11 +352,10 @@ class RequestLoop:
             self._open_wanted()  # for those still waiting, a connection each (within max_connections)
             return
         conn = _Conn(opened)
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)  # for as long as it is open
         if waiting:
             self._send(conn, waiting.popleft())
         else:
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
-            conn.reused = True  # registered, as an idle connection is
             self._idle.append(conn)
 
     def _send(self, conn: _Conn, request: _Request) -> None:
@@ -374,8 +373,6 @@ class RequestLoop:
         conn.body = bytearray()
         request.deadline = time.monotonic() + request.timeout
         self._busy.add(conn)
-        if not conn.reused:  # an idle connection stays registered for reading
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
         self._write(conn)
 
     def _write(self, conn: _Conn) -> None:
