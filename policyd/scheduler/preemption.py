@@ -61,6 +61,38 @@ def importance(pod: PodInfoLike) -> tuple[int, float]:
     return (-pod.priority, start_time(pod))
 
 
+# Go's sort.Slice insertion-sorts slices of up to this many elements (pdqsort since Go 1.19)
+GO_INSERTION_SORT_MAX = 12
+
+
+def more_important(a: PodInfoLike, b: PodInfoLike) -> bool:
+    """MoreImportantPod(a, b) as kube-scheduler evaluates it: higher priority first, then the earlier
+    start time; a pod without one (no kubelet started it) starts "now", read afresh for each of the
+    two pods, so it comes after every pod that started, and of two such pods of one priority each
+    comes before the other."""
+    if a.priority != b.priority:
+        return a.priority > b.priority
+    if not a.start_time:
+        return not b.start_time
+    return not b.start_time or float(a.start_time) < float(b.start_time)
+
+
+def sort_by_importance(pods: list[PodInfoLike]) -> None:
+    """Sort `pods` most important first, into the order kube-scheduler's sort.Slice with
+    MoreImportantPod leaves them in. Up to `GO_INSERTION_SORT_MAX` pods that is Go's insertion sort,
+    which moves a pod before its neighbour while it is "more important": pods of one priority without
+    a start time come out in reverse. Beyond, equal pods keep their order (Go's pdqsort of pods whose
+    comparison holds both ways is not reproduced)."""
+    if len(pods) > GO_INSERTION_SORT_MAX:
+        pods.sort(key=importance)
+        return
+    for i in range(1, len(pods)):
+        j = i
+        while j > 0 and more_important(pods[j], pods[j - 1]):
+            pods[j - 1], pods[j] = pods[j], pods[j - 1]
+            j -= 1
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A node where preemption makes the pod fit, with its victims (most important first)."""
@@ -189,7 +221,7 @@ class DryRun:
         failure = failure_on(state)
         if failure is not None:
             return NodeOutcome(None, failure.reasons)
-        potential.sort(key=importance)
+        sort_by_importance(potential)  # the order victims are reprieved in decides which remain
         violating, fine = split_by_violation(potential, self.budgets, self.allowed)
         victims: list[PodInfoLike] = []
         violations = 0

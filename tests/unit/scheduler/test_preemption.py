@@ -20,6 +20,7 @@ from policyd.scheduler.preemption import (
     find_preemption,
     num_candidates,
     pick_candidate,
+    sort_by_importance,
 )
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler.fakes import FIT, FakeEvaluator, FakeNode, FakePod, FakeProfile, node_obj
@@ -72,6 +73,38 @@ def test_minimal_victims_reprieve_the_most_important_first() -> None:
     outcome = preempt(FakePod("p", cpu=500, priority=10), snap)
     assert outcome.candidate is not None
     assert [v.name for v in outcome.candidate.victims] == ["v3", "v1"]  # v5 reprieved; p needs 500 of 1000
+
+
+def test_pods_without_a_start_time_are_reprieved_in_kube_schedulers_order() -> None:
+    # kube-scheduler 1.20.2 on the same node (tests/differential/regressions/s23-55.yaml): without
+    # kubelets no pod has a start time, MoreImportantPod holds both ways between two pods of one
+    # priority, and Go's insertion sort leaves them in reverse, so the last pods placed are reprieved
+    # first and the big early one is the victim (a stable sort would reprieve it and evict the two small)
+    pods = [
+        FakePod("e1", cpu=100),
+        FakePod("e2", cpu=1500),
+        FakePod("high", cpu=3350, priority=100),
+        FakePod("p4", cpu=100),
+        FakePod("p5", cpu=200),
+    ]
+    snap = snapshot_of({"a": (8000, pods)})
+    outcome = preempt(FakePod("p", cpu=3000, priority=10), snap)
+    assert outcome.candidate is not None
+    assert [v.name for v in outcome.candidate.victims] == ["e2"]
+
+
+def test_importance_order_follows_go_insertion_sort_up_to_twelve_pods() -> None:
+    def order(pods: list[FakePod]) -> list[str]:
+        sort_by_importance(pods)  # type: ignore[arg-type]
+        return [p.name for p in pods]
+
+    assert order([FakePod(n) for n in "abcd"]) == list("dcba")  # no start times: reversed
+    assert order([FakePod("a"), FakePod("b", priority=10), FakePod("c")]) == ["b", "c", "a"]
+    started = [FakePod("a", start_time=100.0), FakePod("b"), FakePod("c", start_time=50.0)]
+    assert order(started) == ["c", "a", "b"]  # started pods by start time, before those not started
+    assert order([FakePod("a", start_time=7.0), FakePod("b", start_time=7.0)]) == ["a", "b"]
+    many = [FakePod(f"p{i:02d}") for i in range(13)]  # beyond Go's insertion sort: kept in order
+    assert order(many) == [p.name for p in many]
 
 
 def test_no_candidate_messages() -> None:
