@@ -64,11 +64,6 @@ CONNECTORS = 4  # connections opened at once, each on a thread of its own (TLS h
 _WANT = (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError, InterruptedError)
 
 
-def _buffered(sock: socket.socket) -> int:
-    """Bytes a TLS socket has decrypted and not handed out yet (0 for a plain socket)."""
-    return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0
-
-
 @dataclass(eq=False)
 class _Request:
     method: str
@@ -412,8 +407,10 @@ class RequestLoop:
                     eof = True
                     break
                 conn.buf += data
-                if len(data) < READ_SIZE and not _buffered(conn.sock):
-                    break  # drained: the selector tells when more arrives (no failing recv to find out)
+                if len(data) < READ_SIZE:
+                    # drained: the selector tells when more arrives (no failing recv to find out); a
+                    # TLS read returns at most one record (16 kB), whole, so nothing stays decrypted
+                    break
         except _WANT:
             pass
         except OSError as err:
