@@ -339,15 +339,21 @@ class NodeInfo:
         self.cel["podCount"] = len(self.pods)
 
     def remove_pod(self, pv: PodInfo) -> bool:
-        """Stop counting the pod with `pv.key`; False when it was not on this node."""
-        old = self.pods.pop(pv.key, None)
+        """Stop counting the pod with `pv.key`; False when it was not on this node.
+
+        As kube-scheduler's NodeInfo.RemovePod, the node's last pod takes the removed pod's place
+        (in `pods` and in the CEL list): the order of a node's pods is the order preemption collects
+        its potential victims in, and with equal priorities that order decides which are reprieved.
+        """
+        old = _swap_remove(self.pods, pv.key)
         if old is None:
             return False
         self._account(old, -1)
         pods: list[dict[str, Any]] = self.cel["pods"]
         for i, c in enumerate(pods):
             if c is old.cel:
-                del pods[i]
+                pods[i] = pods[-1]
+                pods.pop()
                 break
         ports: list[dict[str, Any]] = self.cel["usedPorts"]
         for p in old.cel["hostPorts"]:
@@ -411,6 +417,20 @@ class NodeInfo:
         for pv in pods:
             copy.add_pod(pv)
         return copy
+
+
+def _swap_remove(pods: dict[str, PodInfo], key: str) -> PodInfo | None:
+    """Remove `key` from `pods`, the last entry taking its place (a Go slice's swap-remove)."""
+    old = pods.get(key)
+    if old is None or next(reversed(pods)) == key:
+        return pods.pop(key, None)
+    items = list(pods.items())
+    at = next(i for i, (k, _) in enumerate(items) if k == key)
+    items[at] = items[-1]
+    items.pop()
+    pods.clear()
+    pods.update(items)
+    return old
 
 
 def _node_ready(conditions: list[dict[str, Any]]) -> bool:

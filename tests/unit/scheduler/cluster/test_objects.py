@@ -395,6 +395,29 @@ def test_incremental_accounting_matches_a_rebuild(ops: list[tuple[bool, int]]) -
         assert _actual_allocation(ns) == _expected_allocation(ns)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=4)), max_size=25))
+def test_pods_keep_kube_schedulers_node_info_order(ops: list[tuple[bool, int]]) -> None:
+    # kube-scheduler's NodeInfo.Pods is a Go slice: AddPod appends, RemovePod moves the last pod into
+    # the removed one's place, and an update is a remove then an add
+    pool = _pod_pool()
+    ns = node_info(make_node("n1", extended={"nvidia.com/gpu": 2}))
+    model: list[str] = []
+    for add, i in ops:
+        key = pool[i].key
+        if key in model:
+            at = model.index(key)
+            model[at] = model[-1]
+            model.pop()
+        if add:
+            model.append(key)
+            ns.add_pod(pool[i])
+        else:
+            ns.remove_pod(pool[i])
+        assert list(ns.pods) == model
+        assert [c["name"] for c in ns.cel["pods"]] == [k.split("/")[1] for k in model]
+
+
 def test_add_pod_twice_replaces_and_remove_reports_absence() -> None:
     ns = node_info(make_node("n1"))
     old = pod_info(make_pod("p", cpu="1", node_name="n1"))
