@@ -215,9 +215,11 @@ def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, state: Sequence[Obj
     if kube.chosen is None and (kube.victims or ours_victims or kube.nominated or attempt.nominated_node):
         compared.add("victims")
         # a tie: as many victims of the same priorities on another node (1.20 then takes whichever
-        # candidate its parallel dry run returned first; pods have no startTime without a kubelet)
+        # candidate its parallel dry run returned first; pods have no startTime without a kubelet).
+        # On one node the choice is deterministic and must agree.
         tie = (
             bool(kube.nominated and attempt.nominated_node)
+            and kube.nominated != attempt.nominated_node
             and ours_victims != kube.victims
             and sorted(priorities.get(v, 0) for v in ours_victims)
             == sorted(priorities.get(v, 0) for v in kube.victims)

@@ -14,6 +14,10 @@ scoring then), or none.
 Between pods the state is held equal: each pod is followed until bound, or until its preemption
 finished (victims deleted at once: every pod has terminationGracePeriodSeconds 0) and it is bound, or
 it is deleted when it stays unschedulable, so the next pod sees only bound pods.
+
+The state lists each node's pods in the order kube-scheduler's cache holds them (`NodeOrder`), not in
+the API server's name order: preemption collects a node's potential victims in that order, and among
+pods of one priority it decides which are reprieved.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ _ATTEMPT = re.compile(r"Attempting to schedule pod: (\S+)$")
 _SCORES = re.compile(r"Plugin (\S+) scores on (\S+) => \[(.*)\]$")
 _NODE_SCORE = re.compile(r"\{(\S+) (-?\d+)\}")
 _NO_FIT = re.compile(r'"Unable to schedule pod; no fit; waiting" pod="([^"]+)" err="(.*)"$')
+# client-go's request log (-v=6 and up): the victims kube-scheduler deleted, one request after another
+VICTIM_DELETE = re.compile(r"DELETE https?://\S+/api/v1/namespaces/([^/\s]+)/pods/([^/\s]+) 2\d\d ")
 
 
 class KubeSideError(RuntimeError):
@@ -84,6 +90,32 @@ class KubeCycle:
         return frozenset({self.chosen}) if self.chosen else frozenset()
 
 
+class NodeOrder:
+    """Each node's pods in kube-scheduler's cache order (its NodeInfo.Pods): a pod added or bound goes
+    last; a pod removed leaves its place to the node's last pod (NodeInfo.RemovePod's swap-remove)."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, list[str]] = {}  # node -> pod names
+
+    def add(self, node: str, name: str) -> None:
+        """A pod was counted against `node`."""
+        self.pods.setdefault(node, []).append(name)
+
+    def remove(self, name: str) -> None:
+        """A pod was deleted."""
+        for names in self.pods.values():
+            if name in names:
+                at = names.index(name)
+                names[at] = names[-1]
+                names.pop()
+                return
+
+    def sort(self, pods: list[Obj]) -> list[Obj]:
+        """`pods` (API objects) ordered node by node as the cache holds them; others after, as given."""
+        rank = {name: i for names in self.pods.values() for i, name in enumerate(names)}
+        return sorted(pods, key=lambda p: rank.get(p["metadata"]["name"], len(rank)))
+
+
 class KubeSide:
     """etcd + kube-apiserver + kube-scheduler (v=10, with the probe profile); scenarios one at a time."""
 
@@ -93,6 +125,7 @@ class KubeSide:
         self.plane = LocalControlPlane(assets, workdir / "control-plane")
         self.client: KubeClient | None = None
         self.scheduler: SchedulerProcess | None = None
+        self.order = NodeOrder()
 
     def start(self) -> None:
         """Start the control plane and kube-scheduler; create the cluster-scoped objects."""
@@ -145,8 +178,10 @@ class KubeSide:
                 body={"metadata": {"annotations": {"diffharness.policyd.io/settled": "true"}}},
                 content_type="application/merge-patch+json",
             )
+        self.order = NodeOrder()
         for pod in scenario.existing:
             api.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
+            self.order.add(pod["spec"]["nodeName"], pod["metadata"]["name"])
         for pdb in scenario.pdbs:
             path = f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets"
             body = {k: v for k, v in pdb.items() if k != "status"}
@@ -176,7 +211,7 @@ class KubeSide:
         ns = scenario.namespace
         names = {n["metadata"]["name"] for n in scenario.nodes}
         nodes = [n for n in api.request("GET", "/api/v1/nodes")["items"] if n["metadata"]["name"] in names]
-        pods = api.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]
+        pods = self.order.sort(api.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"])
         pdbs = api.request("GET", f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets")["items"]
         out: list[Obj] = []
         for kind, api_version, items in (
@@ -215,6 +250,7 @@ class KubeSide:
             failure = _unschedulable_message(obj) or ""
         if failure is None:
             cycle.chosen = str(obj["spec"]["nodeName"])
+            self.order.add(cycle.chosen, name)
             return created, cycle
         cycle.message = failure
         cycle.nominated = obj.get("status", {}).get("nominatedNodeName") or self._wait_nominated(ns, name)
@@ -222,7 +258,12 @@ class KubeSide:
             cycle.bound_after_preemption = self._wait_bound(ns, name)
         after = {p["metadata"]["name"] for p in api.request("GET", f"/api/v1/namespaces/{ns}/pods")["items"]}
         cycle.victims = frozenset(f"{ns}/{v}" for v in before - after)
-        if cycle.bound_after_preemption is None:
+        deleted = [v for v in self._deleted(offset, ns) if v in before - after]
+        for victim in deleted + sorted(before - after - set(deleted)):
+            self.order.remove(victim)
+        if cycle.bound_after_preemption is not None:
+            self.order.add(cycle.bound_after_preemption, name)
+        else:
             self._delete_pod(ns, name)  # stays pending: the next pod must not see it
         return created, cycle
 
@@ -318,13 +359,21 @@ class KubeSide:
         except OSError:
             return 0
 
-    def _first_cycle(self, offset: int, key: str) -> tuple[dict[str, dict[str, int]], str | None]:
-        """`key`'s first cycle after `offset` in the log: weighted scores (plugin -> node -> score) and
-        the FitError text when it found no node."""
+    def _log_since(self, offset: int) -> str:
         assert self.scheduler is not None
         with open(self.scheduler.log_path, "rb") as handle:
             handle.seek(offset)
-            text = handle.read().decode("utf-8", "replace")
+            return handle.read().decode("utf-8", "replace")
+
+    def _deleted(self, offset: int, namespace: str) -> list[str]:
+        """The pods of `namespace` kube-scheduler deleted after `offset` in the log, in its order."""
+        found = (VICTIM_DELETE.search(line) for line in self._log_since(offset).splitlines())
+        return [m.group(2) for m in found if m is not None and m.group(1) == namespace]
+
+    def _first_cycle(self, offset: int, key: str) -> tuple[dict[str, dict[str, int]], str | None]:
+        """`key`'s first cycle after `offset` in the log: weighted scores (plugin -> node -> score) and
+        the FitError text when it found no node."""
+        text = self._log_since(offset)
         scores: dict[str, dict[str, int]] = {}
         failure: str | None = None
         inside = False

@@ -25,7 +25,7 @@ from tests.differential.compare import (
 )
 from tests.differential.generator import generate
 from tests.differential.harness import REGRESSIONS, VARIANT_POLICIES, Harness
-from tests.differential.kube_side import PROBE_REASON, KubeSide
+from tests.differential.kube_side import PROBE_REASON, VICTIM_DELETE, KubeSide, NodeOrder
 from tests.differential.policyd_side import PolicydSide
 from tests.differential.scenario import Obj, Scenario, load_scenario
 from tests.integration.apiserver import provide_assets
@@ -190,3 +190,26 @@ def test_spread_oracle_truncates_as_1_20_and_rounds_as_policyd() -> None:
     nodes = ["n0", "n1", "n2"]
     assert expected_scores(pod, state, nodes, truncate) == {"n0": 66, "n1": 0, "n2": 100}
     assert expected_scores(pod, state, nodes, round_half_away) == {"n0": 33, "n1": 0, "n2": 100}
+
+
+def test_node_order_follows_kube_schedulers_cache() -> None:
+    """Added and bound pods go last; a deleted pod's place goes to its node's last pod."""
+    order = NodeOrder()
+    for name in ("e0", "e1", "e2", "e3"):
+        order.add("n0", name)
+    order.add("n1", "f0")
+    order.remove("e0")
+    order.add("n0", "p0")
+    pods = [{"metadata": {"name": n}} for n in ("e1", "e2", "e3", "f0", "p0", "x")]
+    assert [p["metadata"]["name"] for p in order.sort(pods)] == ["e3", "f0", "e1", "e2", "p0", "x"]
+    assert order.pods == {"n0": ["e3", "e1", "e2", "p0"], "n1": ["f0"]}
+
+
+def test_victim_deletions_are_read_from_the_request_log() -> None:
+    line = (
+        "I1127 01:33:34.499911   11612 round_trippers.go:445] DELETE "
+        "https://127.0.0.1:33185/api/v1/namespaces/swap-remove/pods/e3 200 OK in 4 milliseconds"
+    )
+    match = VICTIM_DELETE.search(line)
+    assert match is not None and match.groups() == ("swap-remove", "e3")
+    assert VICTIM_DELETE.search(line.replace(" 200 OK", " 404 Not Found")) is None
