@@ -333,6 +333,11 @@ class SimulatedCluster:
         if handler is not None:
             handler.on_pod_delete(old)
 
+    def delete_victims(self, pods: Sequence[PodInfoLike]) -> None:
+        """Delete preemption victims at once, in order."""
+        for pod in pods:
+            self.delete_pod(pod, None)
+
     def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
         """Set or clear status.nominatedNodeName."""
         with self._lock:

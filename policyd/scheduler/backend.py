@@ -9,7 +9,7 @@ threads would only add GIL hand-offs to a bind that does no I/O. Every other wri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from policyd.errors import PolicydError
@@ -127,8 +127,10 @@ class ClusterBackend(Protocol):
         the pod is bound (raises BindError on failure or timeout). Called from binder workers only."""
         ...
 
-    def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
-        """Delete a preemption victim with its grace period (None: the pod's own)."""
+    def delete_victims(self, pods: Sequence[PodInfoLike]) -> None:
+        """Delete a preemptor's victims, each with its own grace period, one after another in this
+        order, as kube-scheduler does: the informers then see them go in this order, which sets the
+        order of the pods left on the node (NodeInfo's swap-remove)."""
         ...
 
     def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:

@@ -295,8 +295,8 @@ class SchedulingCycle(EventHandlers):
             self.backend.record_event(
                 victim, "Normal", "Preempted", preempted_message(pod.uid, candidate.node)
             )
-            self.backend.delete_pod(victim, None)
             self.victims.append(victim.key)
+        self.backend.delete_victims(candidate.victims)
         for other in self.queue.nominated_pods(candidate.node):
             if other.key != pod.key and other.priority < pod.priority:
                 self.queue.clear_nomination(other.key)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -292,9 +292,20 @@ class ApiBackend:
         """PreBind: bind the pod's PVs / request provisioning, wait for the claims to be bound (BindError)."""
         self.volume_binder.bind(pod.key, bindings)
 
-    def delete_pod(self, pod: PodInfoLike, grace_seconds: int | None) -> None:
-        """Delete a victim (UID precondition; its own grace period unless one is given), asynchronously:
-        at once on the request loop, never behind status patches."""
+    def delete_victims(self, pods: Sequence[PodInfoLike], grace_seconds: int | None = None) -> None:
+        """Delete victims (UID precondition; each its own grace period unless one is given) one after
+        another, each DELETE sent once the one before was answered, as kube-scheduler's PrepareCandidate
+        does: the watch then delivers their deletions in this order. Asynchronous, on the request loop,
+        never behind status patches; a failed deletion does not hold back the next."""
+        waiting = collections.deque(pods)
+
+        def next_victim() -> None:
+            if waiting:
+                self._delete_victim(waiting.popleft(), grace_seconds, next_victim)
+
+        next_victim()
+
+    def _delete_victim(self, pod: PodInfoLike, grace_seconds: int | None, then: Callable[[], None]) -> None:
         ns, name = split_key(pod)
 
         def answered(_result: Any, err: ApiError | None) -> None:
@@ -306,6 +317,7 @@ class ApiBackend:
                 if isinstance(err, PermissionDenied):
                     self._forbidden(err)
                 log.warning("victim deletion failed pod=%s/%s err=%s", ns, name, err)
+            then()
 
         path = object_path("v1", "pods", ns, name)
         self.requests.submit("DELETE", path, answered, body=delete_options(pod.uid, grace_seconds))

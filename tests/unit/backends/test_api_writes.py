@@ -20,9 +20,11 @@ class _Pod:
 
 
 class _Api:
-    """Answers DELETEs at once and holds every PATCH until released; records what arrived, in order."""
+    """Holds every request `held` picks (by method and path; default: PATCHes) until released, answers
+    the others at once; records what arrived, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: Callable[[str, str], bool] = lambda method, _path: method == "PATCH") -> None:
+        self.held = held
         self.release = threading.Event()
         self.lock = threading.Condition()
         self.arrived: list[tuple[str, str, bytes]] = []
@@ -33,9 +35,13 @@ class _Api:
         with self.lock:
             self.arrived.append((method, path, rest.partition(b"\r\n\r\n")[2]))
             self.lock.notify_all()
-        if method == "PATCH":
+        if self.held(method, path):
             self.release.wait(10)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        if path.endswith(("/gone", "/broken")):
+            status = b"404 Not Found" if path.endswith("/gone") else b"500 Internal Server Error"
+            conn.sendall(b"HTTP/1.1 %s\r\nContent-Length: 2\r\n\r\n{}" % status)
+        else:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
         return True
 
     def wait_for(self, predicate: Callable[[list[tuple[str, str, bytes]]], bool]) -> None:
@@ -54,7 +60,7 @@ def test_deletions_and_other_pods_patches_do_not_wait_for_a_pods_earlier_patch(
         backend.patch_pod_scheduled(a, {"status": "False", "message": "0/3 nodes are available"})
         backend.set_nominated_node(a, "node-1")  # after a's first patch is answered, not before
         backend.patch_pod_scheduled(b, {"status": "False", "message": "m"})
-        backend.delete_pod(_Pod("ns/victim"), 0)  # type: ignore[arg-type]
+        backend.delete_victims([_Pod("ns/victim")], 0)  # type: ignore[list-item]
         api.wait_for(lambda got: len(got) == 3)
         paths = {(m, p) for m, p, _ in api.arrived}
         assert paths == {
@@ -77,4 +83,28 @@ def test_deletions_and_other_pods_patches_do_not_wait_for_a_pods_earlier_patch(
     assert [sorted(s) for s in a_patches] == [["conditions"], ["nominatedNodeName"]]
     assert a_patches[0]["conditions"][0]["message"] == "0/3 nodes are available"
     assert a_patches[1] == {"nominatedNodeName": "node-1"}
+    backend.stop()
+
+
+def test_victims_are_deleted_one_after_another_in_order(serve: Callable[[list[Handler]], Server]) -> None:
+    # kube-scheduler deletes a preemptor's victims in sequence, so the watch delivers their deletions
+    # in that order; a victim already gone, or a failed deletion, does not hold back the next
+    api = _Api(held=lambda method, path: method == "DELETE" and path.endswith("/first"))
+    server = serve([api.handler] * 10)
+    backend = ApiBackend(client_for(server))
+    try:
+        victims = [_Pod("ns/first"), _Pod("ns/gone"), _Pod("ns/broken"), _Pod("ns/last")]
+        backend.delete_victims(victims)  # type: ignore[arg-type]
+        api.wait_for(lambda got: len(got) == 1)
+        assert not backend.flush(0.3)  # the first deletion is held: nothing else was sent
+        assert [p for _, p, _ in api.arrived] == ["/api/v1/namespaces/ns/pods/first"]
+    finally:
+        api.release.set()
+        assert backend.flush(10)
+    assert [(m, p.rsplit("/", 1)[1]) for m, p, _ in api.arrived] == [
+        ("DELETE", "first"),
+        ("DELETE", "gone"),
+        ("DELETE", "broken"),
+        ("DELETE", "last"),
+    ]
     backend.stop()
