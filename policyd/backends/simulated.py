@@ -333,8 +333,8 @@ class SimulatedCluster:
         if handler is not None:
             handler.on_pod_delete(old)
 
-    def delete_victims(self, pods: Sequence[PodInfoLike]) -> None:
-        """Delete preemption victims at once, in order."""
+    def delete_victims(self, pods: Sequence[PodInfoLike], in_order: bool = True) -> None:
+        """Delete preemption victims at once, always in order."""
         for pod in pods:
             self.delete_pod(pod, None)
 

@@ -127,10 +127,10 @@ class ClusterBackend(Protocol):
         the pod is bound (raises BindError on failure or timeout). Called from binder workers only."""
         ...
 
-    def delete_victims(self, pods: Sequence[PodInfoLike]) -> None:
-        """Delete a preemptor's victims, each with its own grace period, one after another in this
-        order, as kube-scheduler does: the informers then see them go in this order, which sets the
-        order of the pods left on the node (NodeInfo's swap-remove)."""
+    def delete_victims(self, pods: Sequence[PodInfoLike], in_order: bool) -> None:
+        """Delete a preemptor's victims, each with its own grace period. `in_order`: one after another
+        in this order, as kube-scheduler does, so the informers see them go in this order (it can set
+        the order of the pods left on the node, NodeInfo's swap-remove); else all at once."""
         ...
 
     def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:

@@ -244,6 +244,16 @@ def _earliest_start_of_highest(victims: Sequence[PodInfoLike]) -> float:
     return min(start_time(v) for v in victims if v.priority == top)
 
 
+def removal_order_may_matter(on_node: Sequence[str], victims: Sequence[PodInfoLike]) -> bool:
+    """Whether the order `victims` leave the node in may change the order of the pods left on it
+    (`on_node`: the keys of the node's pods in order; NodeInfo's swap-remove moves the last pod into a
+    removed pod's place). It cannot for one victim, when at most one pod stays, or when the victims are
+    the node's last pods."""
+    keys = {v.key for v in victims}
+    stay = len(on_node) - len(keys)
+    return len(keys) > 1 and stay > 1 and not keys.issuperset(on_node[stay:])
+
+
 def pick_candidate(candidates: Sequence[Candidate]) -> Candidate:
     """The best candidate by kube-scheduler's pickOneNodeForPreemption ordering."""
 

@@ -45,7 +45,7 @@ from policyd.scheduler.cluster.volumes import pod_volume_bindings
 from policyd.scheduler.eventhandlers import EventHandlers
 from policyd.scheduler.metrics import RESULT_ERROR, RESULT_SCHEDULED, RESULT_UNSCHEDULABLE
 from policyd.scheduler.permit import WaitingPod
-from policyd.scheduler.preemption import Candidate, find_preemption
+from policyd.scheduler.preemption import Candidate, find_preemption, removal_order_may_matter
 from policyd.scheduler.preemption_reuse import DryRunCache, SharedCycle
 from policyd.scheduler.queue import QueuedPod
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
@@ -296,7 +296,9 @@ class SchedulingCycle(EventHandlers):
                 victim, "Normal", "Preempted", preempted_message(pod.uid, candidate.node)
             )
             self.victims.append(victim.key)
-        self.backend.delete_victims(candidate.victims)
+        node = self.snapshot.node(candidate.node)
+        on_node = list(node.pods) if node is not None else []
+        self.backend.delete_victims(candidate.victims, removal_order_may_matter(on_node, candidate.victims))
         for other in self.queue.nominated_pods(candidate.node):
             if other.key != pod.key and other.priority < pod.priority:
                 self.queue.clear_nomination(other.key)

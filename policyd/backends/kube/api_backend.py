@@ -86,6 +86,10 @@ class BindResult:
         return self.outcome == BOUND
 
 
+def _nothing() -> None:
+    pass
+
+
 def split_key(pod: PodInfoLike) -> tuple[str, str]:
     """(namespace, name) of a PodInfo."""
     ns, _, name = pod.key.partition("/")
@@ -292,11 +296,18 @@ class ApiBackend:
         """PreBind: bind the pod's PVs / request provisioning, wait for the claims to be bound (BindError)."""
         self.volume_binder.bind(pod.key, bindings)
 
-    def delete_victims(self, pods: Sequence[PodInfoLike], grace_seconds: int | None = None) -> None:
-        """Delete victims (UID precondition; each its own grace period unless one is given) one after
-        another, each DELETE sent once the one before was answered, as kube-scheduler's PrepareCandidate
-        does: the watch then delivers their deletions in this order. Asynchronous, on the request loop,
-        never behind status patches; a failed deletion does not hold back the next."""
+    def delete_victims(
+        self, pods: Sequence[PodInfoLike], in_order: bool, grace_seconds: int | None = None
+    ) -> None:
+        """Delete victims (UID precondition; each its own grace period unless one is given),
+        asynchronously on the request loop, never behind status patches. `in_order`: one after another,
+        each DELETE sent once the one before was answered, as kube-scheduler's PrepareCandidate does (the
+        watch then delivers their deletions in this order); else all at once. A failed deletion does not
+        hold back the next."""
+        if not in_order:
+            for pod in pods:
+                self._delete_victim(pod, grace_seconds, _nothing)
+            return
         waiting = collections.deque(pods)
 
         def next_victim() -> None:

@@ -60,7 +60,7 @@ def test_deletions_and_other_pods_patches_do_not_wait_for_a_pods_earlier_patch(
         backend.patch_pod_scheduled(a, {"status": "False", "message": "0/3 nodes are available"})
         backend.set_nominated_node(a, "node-1")  # after a's first patch is answered, not before
         backend.patch_pod_scheduled(b, {"status": "False", "message": "m"})
-        backend.delete_victims([_Pod("ns/victim")], 0)  # type: ignore[list-item]
+        backend.delete_victims([_Pod("ns/victim")], False, 0)  # type: ignore[list-item]
         api.wait_for(lambda got: len(got) == 3)
         paths = {(m, p) for m, p, _ in api.arrived}
         assert paths == {
@@ -94,7 +94,7 @@ def test_victims_are_deleted_one_after_another_in_order(serve: Callable[[list[Ha
     backend = ApiBackend(client_for(server))
     try:
         victims = [_Pod("ns/first"), _Pod("ns/gone"), _Pod("ns/broken"), _Pod("ns/last")]
-        backend.delete_victims(victims)  # type: ignore[arg-type]
+        backend.delete_victims(victims, True)  # type: ignore[arg-type]
         api.wait_for(lambda got: len(got) == 1)
         assert not backend.flush(0.3)  # the first deletion is held: nothing else was sent
         assert [p for _, p, _ in api.arrived] == ["/api/v1/namespaces/ns/pods/first"]
@@ -107,4 +107,19 @@ def test_victims_are_deleted_one_after_another_in_order(serve: Callable[[list[Ha
         ("DELETE", "broken"),
         ("DELETE", "last"),
     ]
+    backend.stop()
+
+
+def test_victims_whose_order_cannot_matter_are_deleted_together(
+    serve: Callable[[list[Handler]], Server],
+) -> None:
+    api = _Api(held=lambda method, path: method == "DELETE" and path.endswith("/first"))
+    server = serve([api.handler] * 10)
+    backend = ApiBackend(client_for(server))
+    try:
+        backend.delete_victims([_Pod("ns/first"), _Pod("ns/second")], False)  # type: ignore[list-item]
+        api.wait_for(lambda got: len(got) == 2)  # the second is sent while the first is held
+    finally:
+        api.release.set()
+        assert backend.flush(10)
     backend.stop()

@@ -20,6 +20,7 @@ from policyd.scheduler.preemption import (
     find_preemption,
     num_candidates,
     pick_candidate,
+    removal_order_may_matter,
     sort_by_importance,
 )
 from policyd.scheduler.snapshot import Snapshot
@@ -295,3 +296,17 @@ def test_outcomes_known_beforehand_stop_the_dry_run_where_the_walk_stops(
     reached = set(walk.statuses) | {c.node for c in walk.candidates}
     names = snap.names()
     assert {names[row] for row in knowing.decided} <= reached
+
+
+def test_removal_order_may_matter_unless_one_pod_stays_or_the_victims_are_last() -> None:
+    def victims(*names: str) -> list[FakePod]:
+        return [FakePod(n) for n in names]
+
+    keys = [FakePod(n).key for n in "abcd"]
+    # a, b out of a b c d: a then b leaves (d, c), b then a leaves (c, d)
+    assert removal_order_may_matter(keys, victims("a", "b"))
+    assert not removal_order_may_matter(keys, victims("c", "d"))  # the last pods: a, b stay as they are
+    assert not removal_order_may_matter(keys, victims("d", "c"))
+    assert not removal_order_may_matter(keys, victims("a", "b", "c"))  # one pod stays
+    assert not removal_order_may_matter(keys, victims("a", "b", "c", "d"))
+    assert not removal_order_may_matter(keys, victims("b"))  # one victim: one order

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from policyd import shipped
 from policyd.backends.simulated import SimulatedCluster
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
+from policyd.scheduler.snapshot import PodInfoLike
 from tests.builders import make_node, make_pod
 
 
@@ -30,3 +34,33 @@ def test_a_removed_pods_place_goes_to_the_nodes_last_pod_as_in_kube_scheduler() 
         "p0",
         "p1",
     }
+
+
+class _Recording(SimulatedCluster):
+    """Records each preemption's victims and whether they had to go in order."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.preemptions: list[tuple[list[str], bool]] = []
+
+    def delete_victims(self, pods: Sequence[PodInfoLike], in_order: bool = True) -> None:
+        self.preemptions.append(([p.key for p in pods], in_order))
+        super().delete_victims(pods, in_order)
+
+
+def test_victims_go_in_order_only_where_their_order_can_change_the_pods_left() -> None:
+    def preempt(cpu: str) -> list[tuple[list[str], bool]]:
+        existing = [make_pod(f"e{i}", cpu="1", priority=10, node_name="n0") for i in range(4)]
+        for pod in existing:
+            del pod["status"]["startTime"]
+        cluster = _Recording(
+            [make_node("n0", cpu="4")], [*existing, make_pod("p", cpu=cpu, priority=1000)], []
+        )
+        policies = compile_paths([str(shipped.default_policy())], generation=1)
+        run_simulation(policies, cluster, seed=0, explain=False, max_attempts=3)
+        return cluster.preemptions
+
+    # e3 and e2 are reprieved (reverse order); e1 and e0 go, and e3, e2 stay in an order that depends on
+    # which goes first
+    assert preempt("2") == [(["default/e1", "default/e0"], True)]
+    assert preempt("3") == [(["default/e2", "default/e1", "default/e0"], False)]  # only e3 stays
