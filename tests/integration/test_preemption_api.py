@@ -144,3 +144,44 @@ def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: K
     assert sample("scheduler_preemption_victims_sum") == 2
     assert sample("scheduler_schedule_attempts_total", result="scheduled", profile="policyd") == 1
     assert sample("policyd_binding_total", result="bound") == 1
+
+
+def test_victims_leave_in_kube_schedulers_order_which_decides_the_next_preemption(
+    kube: KubeClient, k8s: KubeTestContext
+) -> None:
+    # tests/differential/regressions/swap-order.yaml, recorded from kube-scheduler 1.20.2: the first
+    # preemptor evicts e1, then e0, which leaves e4, e5, e2, e3 on the node (NodeInfo's swap-remove);
+    # the second then evicts e4 (on the old order, e2..e5, e2). Deleted together, e0's deletion could
+    # arrive first, leave e5, e4, e2, e3, and have the second evict e5; that the deletions are sent one
+    # after another is checked in tests/unit/backends/test_api_writes.py.
+    ns = k8s.namespace
+    node = f"{ns}-six"
+    pool = {"pool": ns}
+    make_node(kube, node, cpu="6", labels=pool)
+    priority_class(kube, f"{ns}-low", 10)
+    priority_class(kube, f"{ns}-high", 1000)
+    for i in range(6):
+        created = pod(kube, ns, f"e{i}", "1", f"{ns}-low", scheduler="other", grace=0)
+        assert bind_pod(kube, ns, f"e{i}", created["metadata"]["uid"], node).ok
+
+    backend = ApiBackend(kube, identity="test")
+    texts = {"default.policy": (REPO / "policies" / "default.policy").read_text()}
+    sched = Scheduler(compile_sources(texts, generation=1), backend, options=SchedulerOptions(bind_workers=2))
+    stop = threading.Event()
+    backend.start(sched)
+    thread = threading.Thread(target=sched.run, args=(stop,), daemon=True)
+    try:
+        assert backend.wait_for_sync(20)
+        thread.start()
+        pod(kube, ns, "p0", "2", f"{ns}-high", selector=pool, grace=0)
+        assert wait_for(lambda: node_of(kube, ns, "p0"), timeout=40) == node
+        pod(kube, ns, "p1", "1", f"{ns}-high", selector=pool, grace=0)
+        assert wait_for(lambda: node_of(kube, ns, "p1"), timeout=40) == node
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(10)
+        backend.stop()
+    assert sched.victims == [f"{ns}/e1", f"{ns}/e0", f"{ns}/e4"]
+    left = {p["metadata"]["name"] for p in kube.request("GET", object_path("v1", "pods", ns))["items"]}
+    assert left == {"e2", "e3", "e5", "p0", "p1"}

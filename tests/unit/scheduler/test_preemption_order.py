@@ -64,3 +64,18 @@ def test_victims_go_in_order_only_where_their_order_can_change_the_pods_left() -
     # which goes first
     assert preempt("2") == [(["default/e1", "default/e0"], True)]
     assert preempt("3") == [(["default/e2", "default/e1", "default/e0"], False)]  # only e3 stays
+
+
+def test_victims_leave_in_their_order_and_that_order_decides_the_next_preemption() -> None:
+    # Recorded from kube-scheduler 1.20.2 (tests/differential/regressions/swap-order.yaml): p0 evicts
+    # e1, then e0, of e0..e5, which leaves e4, e5, e2, e3; p1 then evicts e4 (had e0 gone first,
+    # e5, e4, e2, e3 would be left and p1 would evict e5)
+    existing = [make_pod(f"e{i}", cpu="1", priority=10, node_name="n0") for i in range(6)]
+    for pod in existing:
+        del pod["status"]["startTime"]
+    preemptors = [make_pod("p0", cpu="2", priority=1000), make_pod("p1", cpu="1", priority=1000)]
+    cluster = _Recording([make_node("n0", cpu="6")], [*existing, *preemptors], [])
+    policies = compile_paths([str(shipped.default_policy())], generation=1)
+    run_simulation(policies, cluster, seed=0, explain=False, max_attempts=3)
+    assert cluster.preemptions == [(["default/e1", "default/e0"], True), (["default/e4"], False)]
+    assert cluster.deleted == ["default/e1", "default/e0", "default/e4"]
