@@ -33,6 +33,7 @@ from policyd.scheduler.attempts import (
     NOT_HELPFUL,
     preemption_message,
 )
+from policyd.scheduler.gosort import sort_slice
 from policyd.scheduler.pdb import DisruptionBudget, disruptions_allowed, split_by_violation
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
@@ -61,10 +62,6 @@ def importance(pod: PodInfoLike) -> tuple[int, float]:
     return (-pod.priority, start_time(pod))
 
 
-# Go's sort.Slice insertion-sorts slices of up to this many elements (pdqsort since Go 1.19)
-GO_INSERTION_SORT_MAX = 12
-
-
 def more_important(a: PodInfoLike, b: PodInfoLike) -> bool:
     """MoreImportantPod(a, b) as kube-scheduler evaluates it: higher priority first, then the earlier
     start time; a pod without one (no kubelet started it) starts "now", read afresh for each of the
@@ -79,18 +76,10 @@ def more_important(a: PodInfoLike, b: PodInfoLike) -> bool:
 
 def sort_by_importance(pods: list[PodInfoLike]) -> None:
     """Sort `pods` most important first, into the order kube-scheduler's sort.Slice with
-    MoreImportantPod leaves them in. Up to `GO_INSERTION_SORT_MAX` pods that is Go's insertion sort,
-    which moves a pod before its neighbour while it is "more important": pods of one priority without
-    a start time come out in reverse. Beyond, equal pods keep their order (Go's pdqsort of pods whose
-    comparison holds both ways is not reproduced)."""
-    if len(pods) > GO_INSERTION_SORT_MAX:
-        pods.sort(key=importance)
-        return
-    for i in range(1, len(pods)):
-        j = i
-        while j > 0 and more_important(pods[j], pods[j - 1]):
-            pods[j - 1], pods[j] = pods[j], pods[j - 1]
-            j -= 1
+    MoreImportantPod leaves them in (`policyd.scheduler.gosort`): among pods of one priority without a
+    start time the comparison holds both ways, and their order is what Go's algorithm leaves (up to
+    12 pods, its insertion sort: reversed)."""
+    sort_slice(pods, more_important)
 
 
 @dataclass(frozen=True)
