@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from policyd.backends.kube.api_backend import ApiBackend, bind_pod
@@ -64,20 +66,9 @@ def events_of(kube: KubeClient, ns: str, name: str, reason: str) -> list[dict[st
     return [e for e in items if e["reason"] == reason]
 
 
-def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: KubeTestContext) -> None:
-    ns = k8s.namespace
-    node = f"{ns}-full"
-    pool = {"pool": ns}  # other tests' nodes share the apiserver: the preemptor fits only here
-    make_node(kube, node, cpu="1", labels=pool)
-    priority_class(kube, f"{ns}-low", 10)
-    priority_class(kube, f"{ns}-high", 1000)
-    # the node is full of low-priority pods, bound by "someone else" through the binding subresource
-    victims = {"quick": 0, "slow": 30}  # terminationGracePeriodSeconds
-    for name, grace in victims.items():
-        created = pod(kube, ns, name, "450m", f"{ns}-low", scheduler="other", grace=grace)
-        assert bind_pod(kube, ns, name, created["metadata"]["uid"], node).ok
-
-    metrics = SchedulerMetrics()
+@contextlib.contextmanager
+def scheduling(kube: KubeClient, metrics: SchedulerMetrics) -> Iterator[Scheduler]:
+    """A Scheduler with default.policy on an ApiBackend, running until the block ends."""
     backend = ApiBackend(kube, identity="test")
     texts = {"default.policy": (REPO / "policies" / "default.policy").read_text()}
     sched = Scheduler(
@@ -92,6 +83,29 @@ def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: K
     try:
         assert backend.wait_for_sync(20)
         thread.start()
+        yield sched
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(10)
+        backend.stop()
+
+
+def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: KubeTestContext) -> None:
+    ns = k8s.namespace
+    node = f"{ns}-full"
+    pool = {"pool": ns}  # other tests' nodes share the apiserver: the preemptor fits only here
+    make_node(kube, node, cpu="1", labels=pool)
+    priority_class(kube, f"{ns}-low", 10)
+    priority_class(kube, f"{ns}-high", 1000)
+    # the node is full of low-priority pods, bound by "someone else" through the binding subresource
+    victims = {"quick": 0, "slow": 30}  # terminationGracePeriodSeconds
+    for name, grace in victims.items():
+        created = pod(kube, ns, name, "450m", f"{ns}-low", scheduler="other", grace=grace)
+        assert bind_pod(kube, ns, name, created["metadata"]["uid"], node).ok
+
+    metrics = SchedulerMetrics()
+    with scheduling(kube, metrics):
         preemptor = pod(kube, ns, "urgent", "900m", f"{ns}-high", selector=pool)
         uid = preemptor["metadata"]["uid"]
 
@@ -131,11 +145,6 @@ def test_preemption_deletes_victims_nominates_and_binds(kube: KubeClient, k8s: K
         assert wait_for(lambda: node_of(kube, ns, "urgent"), timeout=40) == node
         (scheduled,) = wait_for(lambda: events_of(kube, ns, "urgent", "Scheduled"))
         assert scheduled["message"] == f"Successfully assigned {ns}/urgent to {node}"
-    finally:
-        stop.set()
-        if thread.is_alive():
-            thread.join(10)
-        backend.stop()
 
     def sample(name: str, **labels: str) -> float:
         return metrics.registry.get_sample_value(name, labels) or 0.0
@@ -164,24 +173,11 @@ def test_victims_leave_in_kube_schedulers_order_which_decides_the_next_preemptio
         created = pod(kube, ns, f"e{i}", "1", f"{ns}-low", scheduler="other", grace=0)
         assert bind_pod(kube, ns, f"e{i}", created["metadata"]["uid"], node).ok
 
-    backend = ApiBackend(kube, identity="test")
-    texts = {"default.policy": (REPO / "policies" / "default.policy").read_text()}
-    sched = Scheduler(compile_sources(texts, generation=1), backend, options=SchedulerOptions(bind_workers=2))
-    stop = threading.Event()
-    backend.start(sched)
-    thread = threading.Thread(target=sched.run, args=(stop,), daemon=True)
-    try:
-        assert backend.wait_for_sync(20)
-        thread.start()
+    with scheduling(kube, SchedulerMetrics()) as sched:
         pod(kube, ns, "p0", "2", f"{ns}-high", selector=pool, grace=0)
         assert wait_for(lambda: node_of(kube, ns, "p0"), timeout=40) == node
         pod(kube, ns, "p1", "1", f"{ns}-high", selector=pool, grace=0)
         assert wait_for(lambda: node_of(kube, ns, "p1"), timeout=40) == node
-    finally:
-        stop.set()
-        if thread.is_alive():
-            thread.join(10)
-        backend.stop()
     assert sched.victims == [f"{ns}/e1", f"{ns}/e0", f"{ns}/e4"]
     left = {p["metadata"]["name"] for p in kube.request("GET", object_path("v1", "pods", ns))["items"]}
     assert left == {"e2", "e3", "e5", "p0", "p1"}
