@@ -204,6 +204,33 @@ def test_an_unanswered_request_times_out(serve: Serve, loops: Callable[..., Requ
     assert isinstance(error, ApiError) and error.status == 0 and "timed out" in error.message
 
 
+def test_a_connections_earlier_deadline_does_not_time_out_its_next_request(
+    serve: Serve, loops: Callable[..., RequestLoop]
+) -> None:
+    quick = json_reply(200, b"{}")
+
+    def after(delay: float) -> Handler:
+        def answer(conn: socket.socket, request: bytes) -> bool:
+            time.sleep(delay)
+            return quick(conn, request)
+
+        return answer
+
+    # "first" (deadline 1 s) is still in flight when "quick" (1.2 s) is answered, so quick's entry
+    # stays behind first's; "slow" (5 s) then goes out on quick's connection, past quick's deadline
+    server = serve([after(0.5), quick, after(1.6)])
+    loop = loops(server)
+    first, quick_answer, slow = Answers(), Answers(), Answers()
+    loop.submit("GET", "/first", first, timeout=1.0)
+    time.sleep(0.05)
+    loop.submit("GET", "/quick", quick_answer, timeout=1.2)
+    assert quick_answer.wait(1)[0][1] is None
+    loop.submit("GET", "/slow", slow, timeout=10)
+    assert first.wait(1)[0][1] is None
+    assert slow.wait(1)[0][1] is None  # not timed out at quick's deadline
+    assert server.connections == 2
+
+
 def test_requests_wait_for_their_tokens(serve: Serve, loops: Callable[..., RequestLoop]) -> None:
     server = serve([json_reply(200, b"{}")] * 3)
     loop = loops(server)
