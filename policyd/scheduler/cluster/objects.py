@@ -339,30 +339,49 @@ class NodeInfo:
         self.cel["podCount"] = len(self.pods)
 
     def remove_pod(self, pv: PodInfo) -> bool:
-        """Stop counting the pod with `pv.key`; False when it was not on this node.
-
-        As kube-scheduler's NodeInfo.RemovePod, the node's last pod takes the removed pod's place
-        (in `pods` and in the CEL list): the order of a node's pods is the order preemption collects
-        its potential victims in, and with equal priorities that order decides which are reprieved.
-        """
-        old = _swap_remove(self.pods, pv.key)
-        if old is None:
+        """Stop counting the pod with `pv.key`; False when it was not on this node."""
+        if pv.key not in self.pods:
             return False
+        self._remove((pv,))
+        return True
+
+    def _remove(self, pvs: Iterable[PodInfo]) -> None:
+        """Stop counting `pvs`, one after another as kube-scheduler's NodeInfo.RemovePod does: the
+        node's last pod takes a removed pod's place (in `pods` and in the CEL list, which holds the
+        same pods in the same order). The order of a node's pods is the order preemption collects its
+        potential victims in, and with equal priorities that order decides which are reprieved. One
+        pass over the node's pods at most."""
+        pods, cels = self.pods, self.cel["pods"]
+        keys = [pv.key for pv in pvs if pv.key in pods]
+        if len(keys) == 1 and next(reversed(pods)) == keys[0]:  # the last pod: nothing moves
+            self._forget(pods.pop(keys[0]))
+            cels.pop()
+        elif keys:
+            order = list(pods.values())
+            at = {p.key: i for i, p in enumerate(order)}
+            for key in keys:
+                i = at.pop(key, None)
+                if i is None:  # named twice
+                    continue
+                old, last = order[i], order.pop()
+                if last is not old:
+                    order[i] = last
+                    at[last.key] = i
+                self._forget(old)
+            pods.clear()
+            pods.update((p.key, p) for p in order)
+            cels[:] = [p.cel for p in order]
+        self.cel["podCount"] = len(pods)
+
+    def _forget(self, old: PodInfo) -> None:
+        """Take a removed pod's requests and host ports off the node."""
         self._account(old, -1)
-        pods: list[dict[str, Any]] = self.cel["pods"]
-        for i, c in enumerate(pods):
-            if c is old.cel:
-                pods[i] = pods[-1]
-                pods.pop()
-                break
         ports: list[dict[str, Any]] = self.cel["usedPorts"]
         for p in old.cel["hostPorts"]:
             for i, q in enumerate(ports):
                 if q is p:
                     del ports[i]
                     break
-        self.cel["podCount"] = len(self.pods)
-        return True
 
     def _account(self, pv: PodInfo, sign: int) -> None:
         """Add (sign 1) or subtract (sign -1) the pod's requests."""
@@ -407,8 +426,7 @@ class NodeInfo:
     def clone_without(self, pods: Iterable[PodInfo]) -> NodeInfo:
         """A copy of this node with `pods` removed (preemption's what-if)."""
         copy = self._copy()
-        for pv in pods:
-            copy.remove_pod(pv)
+        copy._remove(pods)
         return copy
 
     def with_pods(self, pods: Iterable[PodInfo]) -> NodeInfo:
@@ -417,20 +435,6 @@ class NodeInfo:
         for pv in pods:
             copy.add_pod(pv)
         return copy
-
-
-def _swap_remove(pods: dict[str, PodInfo], key: str) -> PodInfo | None:
-    """Remove `key` from `pods`, the last entry taking its place (a Go slice's swap-remove)."""
-    old = pods.get(key)
-    if old is None or next(reversed(pods)) == key:
-        return pods.pop(key, None)
-    items = list(pods.items())
-    at = next(i for i, (k, _) in enumerate(items) if k == key)
-    items[at] = items[-1]
-    items.pop()
-    pods.clear()
-    pods.update(items)
-    return old
 
 
 def _node_ready(conditions: list[dict[str, Any]]) -> bool:

@@ -418,6 +418,24 @@ def test_pods_keep_kube_schedulers_node_info_order(ops: list[tuple[bool, int]]) 
         assert [c["name"] for c in ns.cel["pods"]] == [k.split("/")[1] for k in model]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.permutations(range(5)), st.lists(st.integers(min_value=0, max_value=4), max_size=6))
+def test_removing_several_pods_at_once_is_removing_them_one_after_another(
+    added: list[int], removed: list[int]
+) -> None:
+    pool = _pod_pool()
+    ns = node_info(make_node("n1", extended={"nvidia.com/gpu": 2}))
+    for i in added:
+        ns.add_pod(pool[i])
+    at_once = ns.clone_without([pool[i] for i in removed])
+    one_by_one = ns.clone_without(())
+    for i in removed:
+        one_by_one.remove_pod(pool[i])
+    assert list(at_once.pods) == list(one_by_one.pods)
+    assert [c["name"] for c in at_once.cel["pods"]] == [c["name"] for c in one_by_one.cel["pods"]]
+    assert _actual_allocation(at_once) == _expected_allocation(at_once) == _actual_allocation(one_by_one)
+
+
 def test_add_pod_twice_replaces_and_remove_reports_absence() -> None:
     ns = node_info(make_node("n1"))
     old = pod_info(make_pod("p", cpu="1", node_name="n1"))
