@@ -145,9 +145,18 @@ class LocalControlPlane:
 
     def restart_apiserver(self) -> None:
         """Stop the apiserver and start it again on the same port, keeping etcd."""
+        self.stop_apiserver()
+        self.start_apiserver()
+
+    def stop_apiserver(self) -> None:
+        """Stop the apiserver, keeping etcd (`start_apiserver` brings it back on the same port)."""
         _terminate(self._apiserver)
         self._apiserver = None
-        self._start_apiserver()
+
+    def start_apiserver(self) -> None:
+        """Start the apiserver stopped by `stop_apiserver`."""
+        if self._apiserver is None:
+            self._start_apiserver()
 
     def api_client(self) -> ApiClient:
         """Return a kubernetes.client.ApiClient built from kubeconfig_path."""

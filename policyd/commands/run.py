@@ -1,8 +1,8 @@
 """`policyd run`: schedule the pods of a real cluster through the API server.
 
-Startup: configuration, client, an RBAC preflight (every missing permission named), serving endpoints,
-policies (files and/or ConfigMaps, hot-reloaded), informers (started at once, so a standby has warm
-caches), then — as leader, or at once without leader election — the scheduling loop once the caches
+Startup: configuration, client, an RBAC preflight (every missing permission named; tried again while
+the API server is unreachable or failing), serving endpoints, policies (files and/or ConfigMaps,
+hot-reloaded), informers (started at once, so a standby has warm caches), then — as leader, or at once without leader election — the scheduling loop once the caches
 have synced. SIGTERM/SIGINT: stop popping, finish in-flight binds, release the lease, exit 0. A leader
 that cannot renew stops scheduling before the lease can pass to another and exits 1.
 """
@@ -42,6 +42,9 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_LOST_LEASE = 1
 RELOAD_FAILED = "PolicyReloadFailed"  # reason of the Warning Event on a policy ConfigMap
+# the start-up checks tried again while the API server is unreachable, after 0.5 s, 1 s, ... 30 s
+PREFLIGHT_FIRST_RETRY = 0.5
+PREFLIGHT_MAX_RETRY = 30.0
 CONFIGMAP_DEBOUNCE = 0.02  # a ConfigMap update is one atomic event: no burst of saves to wait out
 # what delegated authentication/authorization create with the client connection's credentials
 TOKEN_REVIEW_PERMISSION = ("create", "authentication.k8s.io", "tokenreviews")
@@ -320,6 +323,24 @@ class Runner:
                 + " (grant them as deploy/clusterrole.yaml does)"
             )
 
+    def preflight_when_reachable(self) -> None:
+        """`preflight`, tried again while the API server is unreachable or failing (as kube-scheduler
+        waits for it rather than exiting): a scheduler started during an API server outage comes up
+        when the server does, not after its pod's crash-loop backoff. Not ready meanwhile; a signal
+        stops the waiting (`ApiError` raised); permission and authentication errors are final."""
+        delay = PREFLIGHT_FIRST_RETRY
+        while True:
+            try:
+                self.preflight_when_reachable()
+                return
+            except ApiError as err:
+                if not err.transient:
+                    raise
+                log.warning("API server not answering; retrying err=%s retry_in=%.1fs", err, delay)
+                if self.stop.wait(delay):
+                    raise
+                delay = min(delay * 2, PREFLIGHT_MAX_RETRY)
+
     def load_policies(self) -> CompiledPolicySet:
         """Start policy sources (ConfigMap informers first) and compile the first set."""
         sources, cm = policy_sources(self.cfg)
@@ -411,7 +432,7 @@ class Runner:
             ),
         )
         self.server.start()
-        self.preflight()
+        self.preflight_when_reachable()
         policies = self.load_policies()
         assert self.reloader is not None
         self.backend = ApiBackend(self.client, identity=self.identity)

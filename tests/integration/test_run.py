@@ -85,6 +85,23 @@ def test_schedules_then_sigterm_releases_lease_and_exits_zero(
     assert lease_holder(kube, ns, "policyd") == ""  # released, not left to expire
 
 
+def test_started_while_the_api_server_is_down_waits_for_it_then_schedules(
+    kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
+) -> None:
+    ns = k8s.namespace
+    make_node(kube, f"{ns}-n1", labels={"pool": ns})
+    make_pod(kube, ns, "p0", selector={"pool": ns})
+    control_plane.stop_apiserver()
+    try:
+        proc = launch(str(control_plane.kubeconfig_path))
+        assert wait_for(lambda: "API server not answering" in stderr_of(proc), timeout=20)
+        assert wait_for(lambda: stderr_of(proc).count("API server not answering") >= 2, timeout=20)
+        assert proc.poll() is None, stderr_of(proc)
+    finally:
+        control_plane.start_apiserver()
+    assert wait_for(lambda: node_of(kube, ns, "p0"), timeout=60) == f"{ns}-n1", stderr_of(proc)[-3000:]
+
+
 def test_two_instances_only_leader_binds_and_standby_takes_over(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
 ) -> None:

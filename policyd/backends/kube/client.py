@@ -100,6 +100,11 @@ class ApiError(PolicydError):
         """HTTP 410: the requested resourceVersion is too old."""
         return self.status == 410
 
+    @property
+    def transient(self) -> bool:
+        """The server could not be reached, was overloaded (429) or failed (5xx): worth trying again."""
+        return self.status == 0 or self.status == 429 or self.status >= 500
+
 
 class PermissionDenied(ApiError):
     """HTTP 403: RBAC does not allow this verb on this resource."""

@@ -23,6 +23,23 @@ def asking(status: int, seconds: str | None) -> Handler:
     return reply(b"HTTP/1.1 %d X\r\n%sContent-Length: %d\r\n\r\n%s" % (status, header, len(body), body))
 
 
+@pytest.mark.parametrize(
+    ("status", "transient"),
+    [
+        (0, True),
+        (429, True),
+        (500, True),
+        (503, True),
+        (400, False),
+        (401, False),
+        (403, False),
+        (404, False),
+    ],
+)
+def test_which_errors_are_worth_trying_again(status: int, transient: bool) -> None:
+    assert ApiError(status, "get", "/api/v1/pods", "x").transient is transient
+
+
 def test_which_answers_ask_to_wait() -> None:
     assert retry_after(429, {"retry-after": "2"}) == 2.0
     assert retry_after(503, {"retry-after": "1"}) == 1.0
