@@ -41,6 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the series of generated scenarios")
     parser.add_argument("--first", type=int, default=0, help="index of the first generated scenario")
     parser.add_argument("--large", action="store_true", help="8-12 nodes and 10-40 pods per scenario")
+    parser.add_argument(
+        "--objects",
+        action="store_true",
+        help="with Services, ReplicaSets, StatefulSets, StorageClasses, PVs, claims, CSINodes, inline disks",
+    )
     parser.add_argument("--replay", nargs="+", default=None, help="scenario files or directories to run")
     parser.add_argument("--policies", nargs="+", default=list(VARIANT_POLICIES))
     parser.add_argument("--record", default=str(REGRESSIONS), help="where disagreeing scenarios go")
@@ -57,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         record = None
     else:
         scenarios = [
-            generate(args.seed, i, args.large) for i in range(args.first, args.first + args.scenarios)
+            generate(args.seed, i, args.large, args.objects)
+            for i in range(args.first, args.first + args.scenarios)
         ]
         record = None if args.no_record else Path(args.record)
     started = time.monotonic()
@@ -73,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     what = (
         "replayed " + ", ".join(args.replay)
         if args.replay
-        else f"seed {args.seed}, first {args.first}" + (", large" if args.large else "")
+        else f"seed {args.seed}, first {args.first}"
+        + (", large" if args.large else "")
+        + (", objects" if args.objects else "")
     )
     header = (
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()} "

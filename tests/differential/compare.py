@@ -42,6 +42,12 @@ FILTER_RULES: dict[str, tuple[str, ...]] = {
     "NodeAffinity": ("NodeAffinity",),
     "NodePorts": ("NodePorts",),
     "NodeResourcesFit": ("NodeResourcesFit",),
+    "VolumeRestrictions": ("VolumeRestrictions",),
+    # EBSLimits, GCEPDLimits, NodeVolumeLimits (CSI) and AzureDiskLimits: one rule, one reason
+    "NodeVolumeLimits": ("NodeVolumeLimits",),
+    "VolumeBinding PreFilter": ("VolumeBindingPreFilter",),  # fails every node, before any filter
+    "VolumeBinding": ("VolumeBinding",),
+    "VolumeZone": ("VolumeZone",),
     "PodTopologySpread": ("PodTopologySpread",),
     "InterPodAffinity": ("InterPodAffinity", "InterPodAntiAffinity", "InterPodExistingAntiAffinity"),
 }
@@ -54,6 +60,12 @@ REASON_PLUGINS: tuple[tuple[str, str], ...] = (
     ("node(s) didn't have free ports", "NodePorts"),
     ("Insufficient ", "NodeResourcesFit"),
     ("Too many pods", "NodeResourcesFit"),
+    ("node(s) had no available disk", "VolumeRestrictions"),
+    ("node(s) exceed max volume count", "NodeVolumeLimits"),
+    ("node(s) had volume node affinity conflict", "VolumeBinding"),
+    ("node(s) didn't find available persistent volumes to bind", "VolumeBinding"),
+    ("pod has unbound immediate PersistentVolumeClaims", "VolumeBinding"),
+    ("node(s) had no available volume zone", "VolumeZone"),
     ("node(s) didn't match pod topology spread constraints", "PodTopologySpread"),
     ("node(s) didn't match pod affinity", "InterPodAffinity"),
     ("node(s) didn't match pod anti-affinity", "InterPodAffinity"),
@@ -66,9 +78,12 @@ _HISTOGRAM = re.compile(r"(\d+) (.+?)(?=, \d+ |\.$)")
 # Documented differences (README "Deliberate differences"): a disagreement they explain is reported
 # as explained, never as agreement.
 SPREAD_TRUNCATION = "spread-truncation"
+DEFAULT_SPREAD_KEYS = "default-spread-keys"
 PREEMPTION_TIE = "preemption-tie"
 EXPLANATIONS = {
     SPREAD_TRUNCATION: "1.20 truncates PodTopologySpread's raw score (int64(score)); modern kube-scheduler and policyd round it",
+    DEFAULT_SPREAD_KEYS: "1.20's system default spreading: the selector of every controller selecting the pod "
+    "(since 1.22 and in policyd: its owner's), nodes lacking a key ignored (since 1.23 and in policyd: scored)",
     PREEMPTION_TIE: "equally good preemption candidates: 1.20 takes the first its parallel dry run returned",
 }
 
@@ -82,7 +97,7 @@ class Disagreement:
     what: str
     kube: str
     policyd: str
-    explained: str = ""  # a key of EXPLANATIONS
+    explained: str = ""  # a key of EXPLANATIONS (several joined by "+")
 
     def __str__(self) -> str:
         why = f" [explained: {self.explained}]" if self.explained else ""
@@ -173,6 +188,8 @@ def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, state: Sequence[Obj
     # scores: every plugin on every node kube-scheduler scored
     truncated = expected_scores(pod_obj, state, kube.feasible, truncate)
     rounded = expected_scores(pod_obj, state, kube.feasible, round_half_away)
+    modern = expected_scores(pod_obj, state, kube.feasible, round_half_away, modern=True)
+    used: list[str] = []  # the explanations of this pod's score differences
     adjusted = {r.node: r.score.total for r in attempt.nodes if r.feasible and r.score is not None}
     if kube.scores:
         compared.add("scores")
@@ -186,25 +203,31 @@ def compare(kube: KubeCycle, attempt: Attempt, pod_obj: Obj, state: Sequence[Obj
                 got = str(ours_score.weighted) if ours_score is not None else "<none>"
                 if got != str(value):
                     raw = f" (raw {ours_score.raw:g})" if ours_score is not None else ""
-                    # explained only when 1.20's truncation and policyd's rounding give exactly these
-                    why = (
-                        SPREAD_TRUNCATION
-                        if plugin == "PodTopologySpread"
+                    # explained only when the 1.20 oracle gives kube-scheduler's score exactly and the
+                    # oracle rounding (and scoring nodes without every default key) gives policyd's
+                    why = ""
+                    if (
+                        plugin == "PodTopologySpread"
                         and ours_score is not None
                         and value == SPREAD_WEIGHT * truncated.get(node, -1)
-                        and ours_score.weighted == SPREAD_WEIGHT * rounded.get(node, -1)
-                        else ""
-                    )
+                    ):
+                        if ours_score.weighted == SPREAD_WEIGHT * rounded.get(node, -1):
+                            why = SPREAD_TRUNCATION
+                        elif modern != rounded and ours_score.weighted == SPREAD_WEIGHT * modern.get(
+                            node, -1
+                        ):
+                            why = DEFAULT_SPREAD_KEYS
                     out.append(Disagreement(pod, "scores", f"{plugin} on {node}", str(value), got + raw, why))
                     if why and ours_score is not None and node in adjusted:
                         adjusted[node] += value - ours_score.weighted
+                        used.append(why)
     # placement
     top = _top_nodes(attempt)
     if kube.chosen is not None and kube.chosen not in top:
         # explained when kube-scheduler's node is a top node once the explained score differences are
         # replaced by kube-scheduler's own scores
         best = max(adjusted.values(), default=None)
-        why = SPREAD_TRUNCATION if best is not None and adjusted.get(kube.chosen) == best else ""
+        why = "+".join(sorted(set(used))) if best is not None and adjusted.get(kube.chosen) == best else ""
         out.append(
             Disagreement(pod, "placement", "node", kube.chosen, ", ".join(sorted(top)) or "<none>", why)
         )

@@ -5,7 +5,11 @@ numeric tier), taints (NoSchedule, PreferNoSchedule, NoExecute), unschedulable, 
 Pods: requests, init containers, overhead (a RuntimeClass), extended resources, host ports, node
 selectors, required and preferred node affinity, hard and soft topology spread, required and preferred
 pod (anti-)affinity, tolerations, priorities (with preemptionPolicy Never), PDBs; existing pods bound.
-The same (seed, index) always gives the same scenario.
+With `objects`, also what selects pods and what they mount (`_objects`, drawn from a generator of its
+own after the rest): Services, ReplicaSets and StatefulSets owning pods (the system default spreading),
+StorageClasses, PersistentVolumes and claims (bound, unbound with Immediate or WaitForFirstConsumer
+binding), CSINodes with attach limits, inline GCE persistent disks.
+The same (seed, index, large, objects) always gives the same scenario.
 """
 
 from __future__ import annotations
@@ -28,16 +32,204 @@ IMAGES = {  # name -> size in bytes
 TAINT_KEYS = ("dedicated", "spot", "gpu")
 
 
-def generate(seed: int, index: int, large: bool = False) -> Scenario:
-    """Scenario `index` of the series `seed` (3-8 nodes, 3-9 pods; `large`: 8-12 nodes, 10-40 pods)."""
+def generate(seed: int, index: int, large: bool = False, objects: bool = False) -> Scenario:
+    """Scenario `index` of the series `seed` (3-8 nodes, 3-9 pods; `large`: 8-12 nodes, 10-40 pods;
+    `objects`: with workloads and volumes, see the module docstring)."""
     rng = random.Random(f"{seed}/{index}" + ("/large" if large else ""))
-    name = f"{'l' if large else 's'}{seed}-{index}"
+    name = f"{'l' if large else 's'}{'o' if objects else ''}{seed}-{index}"
     nodes = [_node(rng, f"{name}-n{i}") for i in range(rng.randint(8, 12) if large else rng.randint(3, 8))]
     node_names = [n["metadata"]["name"] for n in nodes]
     existing = [_pod(rng, name, f"e{i}", bound_to=rng.choice(node_names)) for i in range(rng.randint(0, 6))]
     pending = [_pod(rng, name, f"p{i}") for i in range(rng.randint(10, 40) if large else rng.randint(3, 9))]
     pdbs = [_pdb(rng, name, f"pdb{i}") for i in range(rng.choice((0, 0, 1, 2)))]
-    return Scenario(name, tuple(nodes), tuple(existing), tuple(pdbs), tuple(pending))
+    extra: tuple[Obj, ...] = ()
+    if objects:
+        extra = _objects(random.Random(f"{seed}/{index}/objects"), name, nodes, existing + pending)
+    return Scenario(name, tuple(nodes), tuple(existing), tuple(pdbs), tuple(pending), objects=extra)
+
+
+# ---- workloads and volumes (objects=True) ---------------------------------------------------------
+
+CSI_DRIVER = "csi.example.com"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+
+
+def _objects(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj]) -> tuple[Obj, ...]:
+    """Workloads selecting `pods` and volumes for them to mount (the pods are changed in place)."""
+    out = _workloads(rng, scenario, pods)
+    out += _storage(rng, scenario, nodes, pods)
+    return tuple(out)
+
+
+def _workloads(rng: random.Random, scenario: str, pods: list[Obj]) -> list[Obj]:
+    """Services selecting an app's pods; ReplicaSets and StatefulSets owning some of them (no
+    controller runs: they only give kube-scheduler's default spreading its selector)."""
+    out: list[Obj] = []
+    for app in APPS:
+        if rng.random() < 0.4:
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": f"svc-{app}", "namespace": scenario},
+                    "spec": {"selector": {"app": app}, "ports": [{"port": 80}]},
+                }
+            )
+        kind = rng.choice(("ReplicaSet", "ReplicaSet", "StatefulSet", None))
+        if kind is None:
+            continue
+        owner = f"{kind.lower()}-{app}"
+        selector: Obj = {"matchLabels": {"app": app}}
+        if rng.random() < 0.3:  # a selector narrower than the pods' label
+            selector = {
+                "matchLabels": {"app": app},
+                "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+            }
+        spec: Obj = {
+            "replicas": 0,
+            "selector": selector,
+            "template": {
+                "metadata": {"labels": {"app": app, "tier": "x"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/web:1.0"}]},
+            },
+        }
+        if kind == "StatefulSet":
+            spec["serviceName"] = f"svc-{app}"
+        out.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "metadata": {"name": owner, "namespace": scenario},
+                "spec": spec,
+            }
+        )
+        for pod in pods:
+            if pod["metadata"]["labels"].get("app") == app and rng.random() < 0.7:
+                pod["metadata"]["labels"]["tier"] = "x"
+                pod["metadata"]["ownerReferences"] = [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": kind,
+                        "name": owner,
+                        "uid": f"00000000-0000-0000-0000-{rng.randrange(16**12):012x}",
+                        "controller": True,
+                    }
+                ]
+    return out
+
+
+def _storage(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj]) -> list[Obj]:
+    """StorageClasses, PVs (node or zone affinity, zone labels, CSI or local), claims bound to some,
+    CSINodes with attach limits; some pods mount claims or inline GCE disks."""
+    if rng.random() < 0.25:
+        return []
+    node_names = [n["metadata"]["name"] for n in nodes]
+    zones = sorted({n["metadata"]["labels"][ZONE] for n in nodes if ZONE in n["metadata"]["labels"]})
+    immediate, wffc = f"{scenario}-immediate", f"{scenario}-wffc"
+    out: list[Obj] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": mode,
+        }
+        for name, mode in ((immediate, "Immediate"), (wffc, "WaitForFirstConsumer"))
+    ]
+    for node in node_names:
+        if rng.random() < 0.5:
+            out.append(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "CSINode",
+                    "metadata": {"name": node},
+                    "spec": {
+                        "drivers": [
+                            {"name": CSI_DRIVER, "nodeID": node, "allocatable": {"count": rng.randint(1, 2)}}
+                        ]
+                    },
+                }
+            )
+    claims: list[str] = []
+    for i in range(rng.randint(1, 6)):
+        pv_name, claim = f"{scenario}-pv{i}", f"c{i}"
+        cls = rng.choice((immediate, wffc, wffc))
+        pv: Obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name, "labels": {}},
+            "spec": {
+                "capacity": {"storage": f"{rng.choice((1, 5, 10))}Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": cls,
+                "persistentVolumeReclaimPolicy": "Retain",
+            },
+        }
+        if rng.random() < 0.6:
+            pv["spec"]["csi"] = {"driver": CSI_DRIVER, "volumeHandle": f"{scenario}-h{i}"}
+        else:
+            pv["spec"]["local"] = {"path": f"/mnt/{pv_name}"}
+        affinity = rng.choice(("node", "zone", "zone-label", "none") if zones else ("node", "none"))
+        if affinity == "node" or "local" in pv["spec"]:
+            key, values = HOSTNAME, rng.sample(node_names, rng.randint(1, min(2, len(node_names))))
+        elif affinity == "zone":
+            key, values = ZONE, rng.sample(zones, 1)
+        else:
+            key, values = "", []
+        if key:
+            pv["spec"]["nodeAffinity"] = {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+                    ]
+                }
+            }
+        if affinity == "zone-label":
+            pv["metadata"]["labels"][ZONE] = rng.choice(zones)
+        pvc: Obj = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": scenario},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": cls,
+            },
+        }
+        bound = cls == immediate and rng.random() < 0.8 or rng.random() < 0.4
+        if bound:  # as the PV controller leaves a bound pair
+            pvc["metadata"]["annotations"] = {BIND_COMPLETED: "yes"}
+            pvc["spec"]["volumeName"] = pv_name
+            pvc["status"] = {
+                "phase": "Bound",
+                "accessModes": ["ReadWriteOnce"],
+                "capacity": pv["spec"]["capacity"],
+            }
+            pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": scenario, "name": claim}
+            pv["status"] = {"phase": "Bound"}
+        else:
+            pv["status"] = {"phase": "Available"}
+            pvc["status"] = {"phase": "Pending"}
+        out += [pv, pvc]
+        claims.append(claim)
+        if not bound and cls == wffc and rng.random() < 0.5:  # another claim the same PVs may satisfy
+            extra = dict(pvc, metadata={"name": f"c{i}b", "namespace": scenario})
+            out.append(extra)
+            claims.append(f"c{i}b")
+    disks = [f"{scenario}-disk{i}" for i in range(rng.randint(0, 2))]
+    for pod in pods:
+        volumes: list[Obj] = []
+        if claims and rng.random() < 0.35:
+            for claim in rng.sample(claims, rng.choice((1, 1, 2)) if len(claims) > 1 else 1):
+                volumes.append({"name": f"v-{claim}", "persistentVolumeClaim": {"claimName": claim}})
+        if disks and rng.random() < 0.25:
+            disk = {"pdName": rng.choice(disks), "fsType": "ext4"}
+            if rng.random() < 0.4:
+                disk["readOnly"] = True
+            volumes.append({"name": "disk", "gcePersistentDisk": disk})
+        if volumes:
+            pod["spec"]["volumes"] = volumes
+    return out
 
 
 def _quantity_cpu(millis: int) -> str:

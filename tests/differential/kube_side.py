@@ -65,6 +65,34 @@ _NO_FIT = re.compile(r'"Unable to schedule pod; no fit; waiting" pod="([^"]+)" e
 VICTIM_DELETE = re.compile(r"DELETE https?://\S+/api/v1/namespaces/([^/\s]+)/pods/([^/\s]+) 2\d\d ")
 
 
+# the scenario's other objects: kind -> (API prefix, resource, namespaced), in creation order
+OBJECT_KINDS: dict[str, tuple[str, str, bool]] = {
+    "StorageClass": ("/apis/storage.k8s.io/v1", "storageclasses", False),
+    "CSINode": ("/apis/storage.k8s.io/v1", "csinodes", False),
+    "PersistentVolume": ("/api/v1", "persistentvolumes", False),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims", True),
+    "Service": ("/api/v1", "services", True),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets", True),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
+}
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+
+
+def object_paths(obj: Obj) -> tuple[str, str]:
+    """(collection path, object path) of one of a scenario's other objects."""
+    prefix, resource, namespaced = OBJECT_KINDS[obj["kind"]]
+    meta = obj["metadata"]
+    collection = (
+        f"{prefix}/namespaces/{meta['namespace']}/{resource}" if namespaced else f"{prefix}/{resource}"
+    )
+    return collection, f"{collection}/{meta['name']}"
+
+
+def _creation_order(objects: tuple[Obj, ...]) -> list[Obj]:
+    order = list(OBJECT_KINDS)
+    return sorted(objects, key=lambda o: order.index(o["kind"]))
+
+
 class KubeSideError(RuntimeError):
     """The real side could not observe a pod's cycle (a timeout, a process exit)."""
 
@@ -126,6 +154,7 @@ class KubeSide:
         self.client: KubeClient | None = None
         self.scheduler: SchedulerProcess | None = None
         self.order = NodeOrder()
+        self.volumes: list[str] = []  # the scenario's PersistentVolumes (the PV controller's part)
 
     def start(self) -> None:
         """Start the control plane and kube-scheduler; create the cluster-scoped objects."""
@@ -179,6 +208,17 @@ class KubeSide:
                 content_type="application/merge-patch+json",
             )
         self.order = NodeOrder()
+        for obj in _creation_order(scenario.objects):
+            collection, path = object_paths(obj)
+            api.request("POST", collection, body={k: v for k, v in obj.items() if k != "status"})
+            if obj.get("status"):
+                api.request(
+                    "PATCH",
+                    f"{path}/status",
+                    body={"status": obj["status"]},
+                    content_type="application/merge-patch+json",
+                )
+        self.volumes = [o["metadata"]["name"] for o in scenario.objects if o["kind"] == "PersistentVolume"]
         for pod in scenario.existing:
             api.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
             self.order.add(pod["spec"]["nodeName"], pod["metadata"]["name"])
@@ -202,11 +242,18 @@ class KubeSide:
         for pdb in scenario.pdbs:
             path = f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets/{pdb['metadata']['name']}"
             api.request("DELETE", path)
+        for obj in reversed(_creation_order(scenario.objects)):
+            try:
+                api.request("DELETE", object_paths(obj)[1])
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
         for node in scenario.nodes:
             api.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
+        self.volumes = []
 
     def state(self, scenario: Scenario) -> list[Obj]:
-        """The scenario's nodes, pods and PDBs as the API server holds them now."""
+        """The scenario's nodes, pods, PDBs and other objects as the API server holds them now."""
         api = self._api()
         ns = scenario.namespace
         names = {n["metadata"]["name"] for n in scenario.nodes}
@@ -220,6 +267,9 @@ class KubeSide:
             ("PodDisruptionBudget", "policy/v1beta1", pdbs),
         ):
             out.extend({"apiVersion": api_version, "kind": kind, **item} for item in items)
+        for obj in _creation_order(scenario.objects):
+            now = api.request("GET", object_paths(obj)[1])
+            out.append({**now, "apiVersion": obj["apiVersion"], "kind": obj["kind"]})
         return out
 
     def schedule(self, scenario: Scenario, pod: Obj) -> tuple[Obj, KubeCycle]:
@@ -283,9 +333,32 @@ class KubeSide:
             raise
         return obj
 
+    def _complete_volume_bindings(self) -> None:
+        """The PV controller's part (none runs): a PV kube-scheduler gave a claim (`spec.claimRef`, in
+        its PreBind) and its claim are marked bound, as the controller would, so the bind goes on."""
+        api = self._api()
+        for name in self.volumes:
+            pv = api.request("GET", f"/api/v1/persistentvolumes/{name}")
+            ref = pv["spec"].get("claimRef")
+            if not ref or (pv.get("status") or {}).get("phase") == "Bound":
+                continue
+            path = f"/api/v1/namespaces/{ref['namespace']}/persistentvolumeclaims/{ref['name']}"
+            merge = "application/merge-patch+json"
+            claim = {"metadata": {"annotations": {BIND_COMPLETED: "yes"}}, "spec": {"volumeName": name}}
+            api.request("PATCH", path, body=claim, content_type=merge)
+            api.request("PATCH", f"{path}/status", body={"status": {"phase": "Bound"}}, content_type=merge)
+            api.request(
+                "PATCH",
+                f"/api/v1/persistentvolumes/{name}/status",
+                body={"status": {"phase": "Bound"}},
+                content_type=merge,
+            )
+
     def _until(self, what: str, probe: Any, timeout: float = WAIT) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.volumes:
+                self._complete_volume_bindings()
             value = probe()
             if value is not None:
                 return value

@@ -1,7 +1,7 @@
 """The policyd side: one pod evaluated on the state kube-scheduler saw, through `policyd simulate`'s path.
 
-The state is what the API server holds right before the pod was created (nodes, bound pods, PDBs, as
-read back: the Priority and RuntimeClass admission already applied), loaded as a cluster file's objects
+The state is what the API server holds right before the pod was created (nodes, bound pods, PDBs,
+workloads and storage objects, as read back: the Priority and RuntimeClass admission already applied), loaded as a cluster file's objects
 are (`cluster_objects`), scheduled by `run_simulation` with explanations on: the same code path as
 `policyd simulate` / `policyd explain`. The pod's first attempt is what is compared.
 """
@@ -38,7 +38,9 @@ class PolicydSide:
         """The first attempt of `pod` (pending, as created) on `state`."""
         pending = _pending_copy(pod)
         objects = cluster_objects([*state, pending], source="differential state")
-        cluster = SimulatedCluster(objects.nodes, objects.pods, objects.pdbs)
+        cluster = SimulatedCluster(
+            objects.nodes, objects.pods, objects.pdbs, workloads=objects.workloads, storage=objects.storage()
+        )
         scheduler = run_simulation(self.policies, cluster, seed, True, MAX_ATTEMPTS)
         attempts = scheduler.attempts.for_pod(pod_key(pending))
         if not attempts:

@@ -2,7 +2,8 @@
 
 A scenario is plain Kubernetes objects (as a user would `kubectl create` them): nodes (spec and status),
 pods already bound (`spec.nodeName`), PodDisruptionBudgets (with the status the disruption controller
-would write: no controller-manager runs) and the pending pods, fed one at a time. Scenario files (YAML)
+would write: no controller-manager runs), other objects (workloads, storage; with the status the PV
+controller would write) and the pending pods, fed one at a time. Scenario files (YAML)
 are what `regressions/` keeps; `python -m tests.differential --replay FILE` runs one.
 """
 
@@ -41,6 +42,10 @@ class Scenario:
     pending: tuple[Obj, ...]
     # why a regression case exists (the disagreement it found, and how it was resolved)
     note: str = ""
+    # other API objects, each with apiVersion and kind: Services, ReplicaSets, StatefulSets, claims (in
+    # the namespace); StorageClasses, PersistentVolumes, CSINodes (cluster-scoped, named after the
+    # scenario, CSINodes after its nodes)
+    objects: tuple[Obj, ...] = ()
 
     @property
     def namespace(self) -> str:
@@ -57,6 +62,8 @@ class Scenario:
             "pdbs": list(self.pdbs),
             "pending": list(self.pending),
         }
+        if self.objects:
+            doc["objects"] = list(self.objects)
         return yaml.safe_dump(doc, sort_keys=False, width=110)
 
 
@@ -72,6 +79,7 @@ def load_scenario(path: Path) -> Scenario:
         pdbs=tuple(doc.get("pdbs") or ()),
         pending=tuple(doc.get("pending") or ()),
         note=str(doc.get("note") or ""),
+        objects=tuple(doc.get("objects") or ()),
     )
 
 

@@ -1,4 +1,4 @@
-"""PodTopologySpread's score as kube-scheduler 1.20 computes it, to check the spread-truncation explanation.
+"""PodTopologySpread's score as kube-scheduler 1.20 computes it, to check the spread explanations.
 
 A test oracle, not product code: written from v1.20.2 podtopologyspread/scoring.go (initPreScoreState,
 Score, NormalizeScore). The raw score of a node sums, over the pod's ScheduleAnyway constraints whose key
@@ -7,6 +7,13 @@ counted over nodes that match the pod's node selector and required node affinity
 size: the domains among the feasible nodes, or their number for the hostname key). 1.20 truncates the
 sum (`int64(score)`); modern kube-scheduler and policyd round it. A score difference is explained only
 when kube-scheduler's score is this oracle truncating and policyd's is the same oracle rounding.
+
+A pod without constraints of its own gets the system defaults (hostname maxSkew 3, zone maxSkew 5) with
+the selector of its Services and controllers (helper.DefaultSelector), when that is not empty. 1.20
+takes every controller of the namespace selecting the pod and still ignores the feasible nodes lacking
+either key (score 0, left out of the sizes and counts); modern kube-scheduler, which policyd follows,
+takes the pod's controller by owner reference (1.22, kubernetes#102236) and requires no key (1.23,
+kubernetes#105046) (`modern`).
 """
 
 from __future__ import annotations
@@ -18,24 +25,77 @@ from typing import Any
 from tests.differential.scenario import Obj
 
 HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+CONTROLLERS = ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
+
+
+def default_selector(pod: Obj, state: Sequence[Obj], modern: bool = False) -> Obj:
+    """helper.DefaultSelector: the selectors of the pod's Services and controllers, ANDed; {} when there
+    are none. 1.20 takes every ReplicationController, ReplicaSet and StatefulSet of the namespace whose
+    (non-empty) selector matches the pod's labels (the listers' GetPod*); since 1.22 (kubernetes#102236)
+    only the pod's controller by its owner reference (`modern`, as policyd)."""
+    meta = pod["metadata"]
+    ns, labels = meta.get("namespace", "default"), meta.get("labels", {})
+    owner = next((r for r in meta.get("ownerReferences", []) if r.get("controller")), None)
+    match: dict[str, str] = {}
+    expressions: list[Obj] = []
+    for o in state:
+        kind = o["kind"]
+        if kind not in CONTROLLERS or o["metadata"].get("namespace", "default") != ns:
+            continue
+        selector = o["spec"].get("selector") or {}
+        selects = bool(selector) and (
+            all(labels.get(k) == v for k, v in selector.items())
+            if kind in ("Service", "ReplicationController")
+            else _selector_matches(selector, labels)
+        )
+        if kind != "Service" and modern:
+            selects = owner is not None and (owner["kind"], owner["name"]) == (kind, o["metadata"]["name"])
+        if not selects:
+            continue
+        if kind in ("Service", "ReplicationController"):
+            match.update(selector)
+        else:
+            expressions += [
+                {"key": k, "operator": "In", "values": [v]}
+                for k, v in selector.get("matchLabels", {}).items()
+            ]
+            expressions += selector.get("matchExpressions", [])
+    if not match and not expressions:
+        return {}
+    return {"matchLabels": match, "matchExpressions": expressions}
 
 
 def expected_scores(
-    pod: Obj, state: Sequence[Obj], feasible: Iterable[str], rounding: Callable[[float], int]
+    pod: Obj,
+    state: Sequence[Obj],
+    feasible: Iterable[str],
+    rounding: Callable[[float], int],
+    modern: bool = False,
 ) -> dict[str, int]:
-    """Normalised (0-100) PodTopologySpread scores of the feasible nodes, raw sums rounded by `rounding`."""
+    """Normalised (0-100) PodTopologySpread scores of the feasible nodes, raw sums rounded by `rounding`
+    (`modern`: system default constraints require no key, their selector follows the owner reference)."""
     constraints = [
         c
         for c in pod["spec"].get("topologySpreadConstraints", [])
         if c["whenUnsatisfiable"] == "ScheduleAnyway"
     ]
+    require_all = True
+    if not pod["spec"].get("topologySpreadConstraints"):
+        selector = default_selector(pod, state, modern)
+        if selector:
+            constraints = [
+                {"topologyKey": HOSTNAME, "maxSkew": 3, "labelSelector": selector},
+                {"topologyKey": ZONE, "maxSkew": 5, "labelSelector": selector},
+            ]
+            require_all = not modern
     nodes = {o["metadata"]["name"]: o for o in state if o["kind"] == "Node"}
     feasible = [n for n in feasible if n in nodes]
     if not constraints:
         return dict.fromkeys(feasible, 100)
     labels = {name: n["metadata"].get("labels", {}) for name, n in nodes.items()}
     keys = {c["topologyKey"] for c in constraints}
-    ignored = {n for n in feasible if not keys <= set(labels[n])}
+    ignored = {n for n in feasible if require_all and not keys <= set(labels[n])}
     ns = pod["metadata"].get("namespace", "default")
     pods_on: dict[str, list[Obj]] = {}
     for o in state:
@@ -56,16 +116,18 @@ def expected_scores(
         key = c["topologyKey"]
         new_pairs = 0
         for n in feasible:
-            if n in ignored or key == HOSTNAME:
+            if n in ignored or key == HOSTNAME or key not in labels[n]:
                 continue
             if (key, labels[n][key]) not in pair_counts:
                 pair_counts[key, labels[n][key]] = 0
                 new_pairs += 1
         sizes.append(len(feasible) - len(ignored) if key == HOSTNAME else new_pairs)
-    counted = [n for n in nodes if keys <= set(labels[n]) and _node_matches(pod, labels[n])]
+    counted = [
+        n for n in nodes if (not require_all or keys <= set(labels[n])) and _node_matches(pod, labels[n])
+    ]
     for n in counted:
         for c in constraints:
-            pair = (c["topologyKey"], labels[n][c["topologyKey"]])
+            pair = (c["topologyKey"], labels[n].get(c["topologyKey"]))
             if pair in pair_counts:
                 pair_counts[pair] += count(n, c.get("labelSelector", {}))
     raw: dict[str, int] = {}

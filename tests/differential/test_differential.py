@@ -107,15 +107,21 @@ def _renamed_pod(obj: Obj, old: str) -> Obj:
     return {**obj, "metadata": meta, "spec": spec}
 
 
-# 1.20.2's default filter plugins in order (algorithmprovider/registry.go getDefaultConfig; the volume
-# plugins, which the harness does not generate, left out) and its score weights
+# 1.20.2's default filter plugins in order (algorithmprovider/registry.go getDefaultConfig; VolumeBinding's
+# PreFilter fails every node before any filter; the in-tree attach limits are NodeVolumeLimits) and its
+# score weights
 FILTER_ORDER_1_20 = (
+    "VolumeBinding PreFilter",
     "NodeUnschedulable",
     "NodeName",
     "TaintToleration",
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
 )
@@ -213,3 +219,72 @@ def test_victim_deletions_are_read_from_the_request_log() -> None:
     match = VICTIM_DELETE.search(line)
     assert match is not None and match.groups() == ("swap-remove", "e3")
     assert VICTIM_DELETE.search(line.replace(" 200 OK", " 404 Not Found")) is None
+
+
+def _spread_state() -> list[Obj]:
+    """n0 (zone a), n1 (zone b), n2 (no zone); one web pod on n0; a Service and a ReplicaSet of web."""
+
+    def node(name: str, zone: str | None) -> Obj:
+        labels = {"kubernetes.io/hostname": name, **({"topology.kubernetes.io/zone": zone} if zone else {})}
+        return {"kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+    web = {"name": "a", "namespace": "ns", "labels": {"app": "web", "tier": "x"}}
+    return [
+        node("n0", "a"),
+        node("n1", "b"),
+        node("n2", None),
+        {"kind": "Pod", "metadata": web, "spec": {"nodeName": "n0"}},
+        {
+            "kind": "Service",
+            "metadata": {"name": "s", "namespace": "ns"},
+            "spec": {"selector": {"app": "web"}},
+        },
+        {
+            "kind": "Service",
+            "metadata": {"name": "t", "namespace": "ns"},
+            "spec": {"selector": {"app": "db"}},
+        },
+        {
+            "kind": "ReplicaSet",
+            "metadata": {"name": "rs", "namespace": "ns"},
+            "spec": {"selector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}},
+        },
+    ]
+
+
+def _web_pod(owned: bool) -> Obj:
+    meta: Obj = {"name": "p", "namespace": "ns", "labels": {"app": "web", "tier": "x"}}
+    if owned:
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": "rs", "controller": True}]
+    return {"metadata": meta, "spec": {}}
+
+
+def test_default_selector_ands_the_pods_services_and_controller() -> None:
+    """Modern: the Services selecting the pod and its owner; 1.20: any controller selecting it."""
+    from tests.differential.spread_oracle import default_selector
+
+    state = _spread_state()
+    services_only = {"matchLabels": {"app": "web"}, "matchExpressions": []}
+    assert default_selector(_web_pod(owned=False), state, modern=True) == services_only
+    assert default_selector(_web_pod(owned=True), state, modern=True) == {
+        "matchLabels": {"app": "web"},
+        "matchExpressions": [{"key": "tier", "operator": "Exists"}],
+    }
+    # 1.20: every ReplicaSet whose selector matches the pod's labels, owner or not
+    assert default_selector(_web_pod(owned=False), state) == default_selector(_web_pod(owned=True), state)
+    assert default_selector(_web_pod(owned=False), state)["matchExpressions"]
+    lone = {"metadata": {"name": "q", "namespace": "ns", "labels": {"app": "cache"}}, "spec": {}}
+    assert default_selector(lone, state) == default_selector(lone, state, modern=True) == {}
+
+
+def test_spread_oracle_system_defaults_ignore_nodes_without_a_key_only_in_1_20() -> None:
+    """1.20 scores n2 (no zone) 0 and leaves it out; modern (policyd) scores it on its hostname alone.
+    1.20: raw n0 = 1 log(4) + 2 + 1 log(4) + 4 = 8.77 (truncated 8), n1 = 6, normalised 75 and 100.
+    Modern: n0 = 1 log(5) + 2 + 1 log(4) + 4 = 9.0 (9), n1 = 6, n2 = 2 (hostname only): 22, 55, 100."""
+    from tests.differential.spread_oracle import expected_scores, round_half_away, truncate
+
+    state, pod, nodes = _spread_state(), _web_pod(owned=True), ["n0", "n1", "n2"]
+    assert expected_scores(pod, state, nodes, truncate) == {"n0": 75, "n1": 100, "n2": 0}
+    assert expected_scores(pod, state, nodes, round_half_away, modern=True) == {"n0": 22, "n1": 55, "n2": 100}
+    no_defaults = {"metadata": {"name": "q", "namespace": "ns", "labels": {"app": "cache"}}, "spec": {}}
+    assert expected_scores(no_defaults, state, nodes, truncate) == dict.fromkeys(nodes, 100)
