@@ -333,9 +333,13 @@ class KubeSide:
             raise
         return obj
 
-    def _complete_volume_bindings(self) -> None:
-        """The PV controller's part (none runs): a PV kube-scheduler gave a claim (`spec.claimRef`, in
-        its PreBind) and its claim are marked bound, as the controller would, so the bind goes on."""
+    def _volume_controller_step(self) -> None:
+        """The PV controller's part (none runs), on every poll while waiting for kube-scheduler: a PV
+        kube-scheduler gave a claim (`spec.claimRef`, in its PreBind) and its claim are marked bound, as
+        the controller would, so the bind goes on (else the pod stays assumed in kube-scheduler's cache,
+        for up to 1.20's 600 s bind timeout, after the harness deleted it)."""
+        if not self.volumes:
+            return
         api = self._api()
         for name in self.volumes:
             pv = api.request("GET", f"/api/v1/persistentvolumes/{name}")
@@ -357,8 +361,7 @@ class KubeSide:
     def _until(self, what: str, probe: Any, timeout: float = WAIT) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.volumes:
-                self._complete_volume_bindings()
+            self._volume_controller_step()
             value = probe()
             if value is not None:
                 return value
@@ -391,6 +394,7 @@ class KubeSide:
         # the nomination is written right after the FitError condition, in the same cycle
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
+            self._volume_controller_step()
             obj = self._pod(ns, name)
             if obj is None:
                 return None
@@ -403,6 +407,7 @@ class KubeSide:
     def _wait_bound(self, ns: str, name: str) -> str | None:
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
+            self._volume_controller_step()
             obj = self._pod(ns, name)
             if obj is not None and obj["spec"].get("nodeName"):
                 return str(obj["spec"]["nodeName"])

@@ -116,10 +116,12 @@ def expected_scores(
         key = c["topologyKey"]
         new_pairs = 0
         for n in feasible:
-            if n in ignored or key == HOSTNAME or key not in labels[n]:
+            if n in ignored or key == HOSTNAME:
                 continue
-            if (key, labels[n][key]) not in pair_counts:
-                pair_counts[key, labels[n][key]] = 0
+            # a node without the key (only under modern system defaults) pairs as "" (a Go map's zero
+            # value): one more domain in the size, never scored
+            if (key, labels[n].get(key, "")) not in pair_counts:
+                pair_counts[key, labels[n].get(key, "")] = 0
                 new_pairs += 1
         sizes.append(len(feasible) - len(ignored) if key == HOSTNAME else new_pairs)
     counted = [
@@ -127,7 +129,7 @@ def expected_scores(
     ]
     for n in counted:
         for c in constraints:
-            pair = (c["topologyKey"], labels[n].get(c["topologyKey"]))
+            pair = (c["topologyKey"], labels[n].get(c["topologyKey"], ""))
             if pair in pair_counts:
                 pair_counts[pair] += count(n, c.get("labelSelector", {}))
     raw: dict[str, int] = {}

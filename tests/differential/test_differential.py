@@ -35,6 +35,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequ
 
 SAMPLE_SEED = 20261123
 SAMPLE_SCENARIOS = 5
+SAMPLE_OBJECT_SCENARIOS = 4
 REGRESSION_FILES = sorted(REGRESSIONS.glob("*.yaml"))
 
 
@@ -66,6 +67,18 @@ def test_sample_scenarios_agree(harness: Harness) -> None:
         comparisons.extend(harness.run(generate(SAMPLE_SEED, index)).comparisons)
     assert len(comparisons) >= SAMPLE_SCENARIOS * 3
     assert any("scores" in c.compared for c in comparisons)
+    assert _unexplained(comparisons) == []
+
+
+def test_sample_scenarios_with_workloads_and_volumes_agree(harness: Harness) -> None:
+    """Four `--objects` scenarios (Services, ReplicaSets, StatefulSets, PVs, claims, CSINodes): no
+    unexplained disagreement, and some pods mount claims."""
+    comparisons: list[Comparison] = []
+    scenarios = [generate(SAMPLE_SEED, index, objects=True) for index in range(SAMPLE_OBJECT_SCENARIOS)]
+    assert any(p["spec"].get("volumes") for s in scenarios for p in s.pending)
+    for scenario in scenarios:
+        comparisons.extend(harness.run(scenario).comparisons)
+    assert len(comparisons) >= SAMPLE_OBJECT_SCENARIOS * 3
     assert _unexplained(comparisons) == []
 
 
@@ -278,13 +291,18 @@ def test_default_selector_ands_the_pods_services_and_controller() -> None:
 
 
 def test_spread_oracle_system_defaults_ignore_nodes_without_a_key_only_in_1_20() -> None:
-    """1.20 scores n2 (no zone) 0 and leaves it out; modern (policyd) scores it on its hostname alone.
-    1.20: raw n0 = 1 log(4) + 2 + 1 log(4) + 4 = 8.77 (truncated 8), n1 = 6, normalised 75 and 100.
-    Modern: n0 = 1 log(5) + 2 + 1 log(4) + 4 = 9.0 (9), n1 = 6, n2 = 2 (hostname only): 22, 55, 100."""
+    """1.20 scores n2 (no zone) 0 and leaves it out; modern (policyd) scores it on its hostname alone
+    and counts its missing zone as one more domain (""). Three web pods on n0:
+    1.20: raw n0 = 3 log(4) + 2 + 3 log(4) + 4 = 14.3 (truncated 14), n1 = 6, normalised 42 and 100.
+    Modern: n0 = 3 log(5) + 2 + 3 log(5) + 4 = 15.7 (16; with the zone domains a and b alone, log(4):
+    15.0), n1 = 6, n2 = 2 (hostname only): 12, 75, 100."""
     from tests.differential.spread_oracle import expected_scores, round_half_away, truncate
 
     state, pod, nodes = _spread_state(), _web_pod(owned=True), ["n0", "n1", "n2"]
-    assert expected_scores(pod, state, nodes, truncate) == {"n0": 75, "n1": 100, "n2": 0}
-    assert expected_scores(pod, state, nodes, round_half_away, modern=True) == {"n0": 22, "n1": 55, "n2": 100}
+    for name in ("a2", "a3"):
+        web = {"name": name, "namespace": "ns", "labels": {"app": "web", "tier": "x"}}
+        state.append({"kind": "Pod", "metadata": web, "spec": {"nodeName": "n0"}})
+    assert expected_scores(pod, state, nodes, truncate) == {"n0": 42, "n1": 100, "n2": 0}
+    assert expected_scores(pod, state, nodes, round_half_away, modern=True) == {"n0": 12, "n1": 75, "n2": 100}
     no_defaults = {"metadata": {"name": "q", "namespace": "ns", "labels": {"app": "cache"}}, "spec": {}}
     assert expected_scores(no_defaults, state, nodes, truncate) == dict.fromkeys(nodes, 100)
