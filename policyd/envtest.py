@@ -8,6 +8,7 @@ The binaries (kube-apiserver, etcd, and kube-scheduler for the benchmark) are no
 from __future__ import annotations
 
 import csv
+import ctypes
 import logging
 import os
 import shutil
@@ -15,6 +16,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -37,6 +39,7 @@ ADMIN_GROUP = "system:masters"
 # would leave every new Node tainted not-ready forever: both plugins are turned off.
 DISABLED_ADMISSION_PLUGINS = ("ServiceAccount", "TaintNodesByCondition")
 LOG_TAIL_LINES = 40
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PORT_ATTEMPTS = 3
 
 
@@ -67,6 +70,16 @@ def find_assets(names: tuple[str, ...] = CONTROL_PLANE_BINARIES) -> Path:
         f"needs {', '.join(names)} ({where}): set {ASSETS_VARIABLE} to the directory holding them "
         f"(in a source checkout: {ASSETS_VARIABLE}=$(bash scripts/envtest.sh | tail -n 1))"
     )
+
+
+def die_with_parent() -> None:
+    """In a child process: receive SIGKILL when the process that started it dies (Linux prctl
+    PR_SET_PDEATHSIG), so a harness killed outright leaves no control plane or scheduler behind."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -254,6 +267,8 @@ class LocalControlPlane:
             stderr=subprocess.STDOUT,
             cwd=self.workdir,
             start_new_session=True,
+            # a harness killed outright (SIGKILL, a timeout) leaves no etcd or kube-apiserver behind
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
 
     def _wait_ready(

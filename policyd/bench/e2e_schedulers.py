@@ -15,7 +15,6 @@ by the client's reflector (kube-scheduler) or informer (policyd) as after any dr
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from policyd.bench.e2e_report import KUBE_SCHEDULER, POLICYD
-from policyd.envtest import free_port
+from policyd.envtest import die_with_parent, free_port
 
 SCHEDULERS = (KUBE_SCHEDULER, POLICYD)
 READY_TIMEOUT = 120.0
@@ -97,15 +96,6 @@ def pod_scheduler_name(scheduler: str) -> str:
     return "default-scheduler" if scheduler == KUBE_SCHEDULER else POLICYD
 
 
-def _die_with_parent() -> None:
-    """In the child: receive SIGKILL when the benchmark process dies (Linux prctl PR_SET_PDEATHSIG)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
 class SchedulerProcess:
     """One scheduler under test: started with its config file, probed, scraped, stopped."""
 
@@ -127,7 +117,7 @@ class SchedulerProcess:
                 stderr=subprocess.STDOUT,
                 cwd=self.log_path.parent,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
             )
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
@@ -221,7 +211,7 @@ class Profiler:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
             )
 
     def stop(self) -> None:

@@ -1,12 +1,26 @@
-"""policyd.envtest.find_assets: the binaries come from KUBEBUILDER_ASSETS, or a one-line error says how."""
+"""policyd.envtest: the binaries come from KUBEBUILDER_ASSETS, or a one-line error says how; the
+processes it starts die with the process that started them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from policyd.envtest import MissingAssetsError, find_assets
+
+# a parent that starts `sleep` as envtest starts etcd and kube-apiserver, prints its pid and waits
+PARENT = """
+import subprocess, sys, time
+from policyd.envtest import die_with_parent
+child = subprocess.Popen(["sleep", "60"], start_new_session=True, preexec_fn=die_with_parent)
+print(child.pid, flush=True)
+time.sleep(60)
+"""
 
 
 def binaries(directory: Path, *names: str, executable: bool = True) -> Path:
@@ -41,3 +55,29 @@ def test_missing_assets_are_one_line_naming_the_variable(
     message = str(caught.value)
     assert "\n" not in message
     assert "KUBEBUILDER_ASSETS" in message and "scripts/envtest.sh" in message
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_started_process_dies_when_its_starter_is_killed() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        assert _alive(child)
+        parent.kill()  # SIGKILL: no cleanup runs
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        if _alive(child):
+            os.kill(child, 9)
