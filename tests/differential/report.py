@@ -37,6 +37,15 @@ FEATURES = (
     "images on nodes",
     "existing pods",
 )
+# with --objects (listed only when some pod has them)
+OBJECT_FEATURES = (
+    "default spreading (Services, controllers)",
+    "bound claims",
+    "claims to bind (WaitForFirstConsumer)",
+    "unbound Immediate claims",
+    "CSI attach limits",
+    "inline GCE disks",
+)
 
 
 def pod_features(scenario: Scenario, pod: Obj, comparison: Comparison) -> set[str]:
@@ -91,6 +100,41 @@ def pod_features(scenario: Scenario, pod: Obj, comparison: Comparison) -> set[st
         found.add("images on nodes")
     if scenario.existing:
         found.add("existing pods")
+    return found | _object_features(scenario, pod)
+
+
+def _object_features(scenario: Scenario, pod: Obj) -> set[str]:
+    found: set[str] = set()
+    meta, spec = pod["metadata"], pod["spec"]
+    labels = meta.get("labels", {})
+    selected = any(
+        o["kind"] == "Service"
+        and o["spec"].get("selector")
+        and all(labels.get(k) == v for k, v in o["spec"]["selector"].items())
+        for o in scenario.objects
+    )
+    if not spec.get("topologySpreadConstraints") and (selected or meta.get("ownerReferences")):
+        found.add("default spreading (Services, controllers)")
+    claims = {o["metadata"]["name"]: o for o in scenario.objects if o["kind"] == "PersistentVolumeClaim"}
+    modes = {
+        o["metadata"]["name"]: o.get("volumeBindingMode")
+        for o in scenario.objects
+        if o["kind"] == "StorageClass"
+    }
+    for volume in spec.get("volumes", []):
+        if "gcePersistentDisk" in volume:
+            found.add("inline GCE disks")
+        claim = claims.get((volume.get("persistentVolumeClaim") or {}).get("claimName", ""))
+        if claim is None:
+            continue
+        if claim["spec"].get("volumeName"):
+            found.add("bound claims")
+        elif modes.get(claim["spec"].get("storageClassName")) == "WaitForFirstConsumer":
+            found.add("claims to bind (WaitForFirstConsumer)")
+        else:
+            found.add("unbound Immediate claims")
+        if any(o["kind"] == "CSINode" for o in scenario.objects):
+            found.add("CSI attach limits")
     return found
 
 
@@ -108,7 +152,7 @@ class Row:
 class AgreementTable:
     """Counts by feature over every compared pod."""
 
-    rows: dict[str, Row] = field(default_factory=lambda: {f: Row() for f in FEATURES})
+    rows: dict[str, Row] = field(default_factory=lambda: {f: Row() for f in FEATURES + OBJECT_FEATURES})
     scenarios: int = 0
 
     def add(self, features: Iterable[str], comparison: Comparison) -> None:
@@ -129,6 +173,8 @@ class AgreementTable:
             "|---|---:|" + "---:|" * len(KINDS),
         ]
         for feature, row in self.rows.items():
+            if feature in OBJECT_FEATURES and not row.pods:
+                continue
             cells = [_cell(row, k) for k in KINDS]
             lines.append(f"| {feature} | {row.pods} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
