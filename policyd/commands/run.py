@@ -331,7 +331,7 @@ class Runner:
         delay = PREFLIGHT_FIRST_RETRY
         while True:
             try:
-                self.preflight_when_reachable()
+                self.preflight()
                 return
             except ApiError as err:
                 if not err.transient:
