@@ -341,9 +341,12 @@ class KubeSide:
         if not self.volumes:
             return
         api = self._api()
-        for name in self.volumes:
-            pv = api.request("GET", f"/api/v1/persistentvolumes/{name}")
+        mine = set(self.volumes)
+        for pv in api.request("GET", "/api/v1/persistentvolumes")["items"]:  # one request per poll
+            name = pv["metadata"]["name"]
             ref = pv["spec"].get("claimRef")
+            if name not in mine:
+                continue
             if not ref or (pv.get("status") or {}).get("phase") == "Bound":
                 continue
             path = f"/api/v1/namespaces/{ref['namespace']}/persistentvolumeclaims/{ref['name']}"
