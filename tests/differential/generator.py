@@ -14,6 +14,7 @@ The same (seed, index, large, objects) always gives the same scenario.
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -203,7 +204,7 @@ def _storage(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj
             pvc["status"] = {
                 "phase": "Bound",
                 "accessModes": ["ReadWriteOnce"],
-                "capacity": pv["spec"]["capacity"],
+                "capacity": dict(pv["spec"]["capacity"]),
             }
             pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": scenario, "name": claim}
             pv["status"] = {"phase": "Bound"}
@@ -213,7 +214,7 @@ def _storage(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj
         out += [pv, pvc]
         claims.append(claim)
         if not bound and cls == wffc and rng.random() < 0.5:  # another claim the same PVs may satisfy
-            extra = dict(pvc, metadata={"name": f"c{i}b", "namespace": scenario})
+            extra = {**copy.deepcopy(pvc), "metadata": {"name": f"c{i}b", "namespace": scenario}}
             out.append(extra)
             claims.append(f"c{i}b")
     disks = [f"{scenario}-disk{i}" for i in range(rng.randint(0, 2))]

@@ -185,6 +185,13 @@ def test_generator_is_seeded() -> None:
     """The same (seed, index) gives the same scenario; another index another one."""
     assert generate(3, 4).to_yaml() == generate(3, 4).to_yaml()
     assert generate(3, 4).to_yaml() != generate(3, 5).to_yaml()
+    # --objects draws from a generator of its own: the same nodes (under another name), more objects,
+    # no YAML aliases
+    plain, objects = generate(3, 4), generate(3, 4, objects=True)
+    assert [n["status"] for n in objects.nodes] == [n["status"] for n in plain.nodes]
+    assert objects.objects and not plain.objects
+    assert objects.to_yaml() == generate(3, 4, objects=True).to_yaml()
+    assert "&id" not in "".join(generate(3, i, objects=True).to_yaml() for i in range(10))
 
 
 def test_spread_oracle_truncates_as_1_20_and_rounds_as_policyd() -> None:
