@@ -15,13 +15,16 @@ together competes with them for the API server. End to end against kube-apiserve
 scheduling thread is busy the writer gets the interpreter seldom (SchedulingBasic/500 end to end with
 10000 pods: 900 of 11000 Events written by the last bind, the rest within 40 s after it, 110 dropped),
 where kube-scheduler's writer keeps pace with its binds. `policyd_events_dropped_total{reason}`,
-`policyd_event_writes_total` and `policyd_events_queued` show it (`stats`).
+`policyd_event_writes_total` and `policyd_events_queued` show it (`stats`). A write that never reached
+the API server (it was down or restarting) is sent again, as client-go's sink does: up to `MAX_TRIES`
+tries, `RETRY_SECONDS` apart; an answer, even an error, is final.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from policyd.backends.kube.client import JSON, ApiError, KubeClient, object_path
-from policyd.backends.kube.multiplex import RequestLoop
+from policyd.backends.kube.multiplex import Done, RequestLoop
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,11 @@ SPAM_QPS = 1.0 / 300.0
 CACHE_SIZE = 4096
 MAX_QUEUED = 10000  # events recorded and not written yet; beyond, new ones are dropped
 EVENT_CONNECTIONS = 1  # Event writes in flight at once (see the module docstring)
+# client-go's record/events sink: a write that could not reach the API server (no answer at all; an
+# answer, even an error, is final) is tried again, up to this many tries, the first retry at a random
+# point of the interval (so writers do not come back together), the next ones an interval apart
+MAX_TRIES = 12
+RETRY_SECONDS = 10.0
 
 
 def scheduled_message(namespace: str, name: str, node: str) -> str:
@@ -255,6 +263,27 @@ class EventRecorder:
             seen.stale = False
         self._update(key, seen, ref, *args)
 
+    def _send(self, method: str, path: str, done: Done, body: JSON, content_type: str | None = None) -> None:
+        """Submit one Event write; one that did not reach the API server is sent again later (client-go's
+        sink: `MAX_TRIES` tries, `RETRY_SECONDS` apart, the first retry at a random point of that)."""
+        tries = 1
+
+        def answered(result: JSON, err: ApiError | None) -> None:
+            nonlocal tries
+            if err is not None and err.status == 0 and tries < MAX_TRIES:
+                delay = RETRY_SECONDS * (random.random() if tries == 1 else 1.0)
+                tries += 1
+                try:
+                    self._loop.submit(
+                        method, path, answered, body=body, content_type=content_type, delay=delay
+                    )
+                    return
+                except RuntimeError:  # stopping: give up as below
+                    pass
+            done(result, err)
+
+        self._loop.submit(method, path, answered, body=body, content_type=content_type)
+
     def _update(
         self, key: tuple[str, ...], seen: _Seen, ref: ObjectRef, event_type: str, reason: str, message: str
     ) -> None:
@@ -282,7 +311,7 @@ class EventRecorder:
         path = object_path("v1", "events", ref.namespace)
         patch = {"count": count, "lastTimestamp": last}
         content_type = "application/strategic-merge-patch+json"
-        self._loop.submit("PATCH", f"{path}/{name}", patched, body=patch, content_type=content_type)
+        self._send("PATCH", f"{path}/{name}", patched, patch, content_type)
 
     def _create(
         self, key: tuple[str, ...], seen: _Seen, ref: ObjectRef, event_type: str, reason: str, message: str
@@ -320,7 +349,7 @@ class EventRecorder:
                     "event create failed object=%s/%s reason=%s err=%s", ref.namespace, ref.name, reason, err
                 )
 
-        self._loop.submit("POST", object_path("v1", "events", ref.namespace), created, body=body)
+        self._send("POST", object_path("v1", "events", ref.namespace), created, body)
 
 
 STATUS_PATCH = "application/strategic-merge-patch+json"

@@ -78,6 +78,7 @@ class _Request:
     resent: bool = False  # already sent once more after a stale connection
     waits: int = 0  # sent again after the API server asked to wait (Retry-After)
     deadline: float = 0.0
+    after: float = 0.0  # not sent before this monotonic time (`submit(delay=...)`)
 
     @property
     def verb(self) -> str:
@@ -156,9 +157,14 @@ class RequestLoop:
         content_type: str | None = None,
         decode: bool = False,
         timeout: float | None = None,
+        delay: float = 0.0,
     ) -> None:
-        """Send a request; `done(result, error)` is called on the loop thread once it is answered."""
-        self._enqueue(_Request(method, path, body, content_type, decode, done, timeout or self.timeout))
+        """Send a request (`delay` seconds from now, on the loop's timer); `done(result, error)` is
+        called on the loop thread once it is answered."""
+        request = _Request(method, path, body, content_type, decode, done, timeout or self.timeout)
+        if delay > 0:
+            request.after = time.monotonic() + delay
+        self._enqueue(request)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run `fn` on the loop thread (it may submit requests; it counts as pending until it ran)."""
@@ -268,6 +274,9 @@ class RequestLoop:
         """Take the request's token: send it now, or when the token is due."""
         if request.payload is None and request.body is not None:
             request.payload = json.dumps(request.body, separators=(",", ":")).encode()
+        if request.after > time.monotonic():  # admitted again when due: its token is taken then
+            heapq.heappush(self._timers, (request.after, next(self._seq), request))
+            return
         delay = self.client.limiter.reserve()
         if delay > 0:
             heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), request))
@@ -277,7 +286,12 @@ class RequestLoop:
     def _start_due(self) -> None:
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
-            self._start(heapq.heappop(self._timers)[2])
+            request = heapq.heappop(self._timers)[2]
+            if request.after:
+                request.after = 0.0
+                self._admit(request)
+            else:
+                self._start(request)
         while self._waiting and self._idle:
             self._reuse(self._waiting.popleft())
         if self._waiting or self._fresh:

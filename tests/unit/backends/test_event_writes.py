@@ -15,7 +15,7 @@ import pytest
 from policyd.backends.kube import events
 from policyd.backends.kube.events import EventRecorder
 from policyd.scheduler.metrics import SchedulerMetrics
-from tests.unit.backends.scripted_http import Handler, Server, client_for
+from tests.unit.backends.scripted_http import Handler, Server, client_for, json_reply
 
 POD = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}}
 
@@ -131,3 +131,55 @@ def test_a_full_queue_drops_new_events_and_the_metrics_count_them(
 
 def sample(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
+
+
+def _unanswered(_conn: socket.socket, _request: bytes) -> bool:
+    return False  # the connection closes without an answer: the write did not reach the API server
+
+
+def _created(conn: socket.socket, _request: bytes) -> bool:
+    conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+    return True
+
+
+def test_a_write_that_did_not_reach_the_api_server_is_sent_again_later(
+    serve: Callable[[list[Handler]], Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As client-go's sink: an Event lost to an unreachable API server (a restart) is written once it
+    answers, the first retry at a random point of the interval, the next ones an interval apart."""
+    monkeypatch.setattr(events, "RETRY_SECONDS", 0.2)
+    server = serve([_unanswered, _unanswered, _created])
+    rec = EventRecorder(client_for(server))  # type: ignore[arg-type]
+    try:
+        start = time.monotonic()
+        rec.scheduled(POD, "node-1")
+        assert rec.flush(10)
+        assert time.monotonic() - start >= 0.2  # the second retry waited a whole interval
+        assert len(server.requests) == 3 and all(r.startswith(b"POST ") for r in server.requests)
+        assert rec.stats()[0] == 1
+    finally:
+        rec.stop()
+
+
+def test_an_answer_even_an_error_is_final_and_tries_are_bounded(
+    serve: Callable[[list[Handler]], Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(events, "RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(events, "MAX_TRIES", 3)
+    refused = b'{"kind":"Status","code":500,"message":"etcd is down"}'
+    error = serve([json_reply(500, refused), _created])
+    rec = EventRecorder(client_for(error))  # type: ignore[arg-type]
+    try:
+        rec.scheduled(POD, "node-1")
+        assert rec.flush(10)
+        assert len(error.requests) == 1 and rec.stats()[0] == 0
+    finally:
+        rec.stop()
+    lost = serve([_unanswered] * 5)
+    rec = EventRecorder(client_for(lost))  # type: ignore[arg-type]
+    try:
+        rec.scheduled(POD, "node-1")
+        assert rec.flush(10)
+        assert len(lost.requests) == 3 and rec.stats()[0] == 0
+    finally:
+        rec.stop()

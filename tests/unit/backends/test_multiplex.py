@@ -244,6 +244,29 @@ def test_requests_wait_for_their_tokens(serve: Serve, loops: Callable[..., Reque
     assert time.monotonic() - start >= 0.19
 
 
+def test_a_delayed_request_is_sent_when_due_and_takes_its_token_then(
+    serve: Serve, loops: Callable[..., RequestLoop]
+) -> None:
+    server = serve([json_reply(200, b"{}")] * 3)
+    loop = loops(server)
+    loop.client.limiter = RateLimiter(qps=10, burst=1)
+    answers = Answers()
+    start = time.monotonic()
+    loop.submit("GET", "/later", answers, delay=0.3)
+    loop.submit("GET", "/now", answers)
+    first = answers.wait(1)[0]
+    assert server.requests[0].startswith(b"GET /now ") and first[1] is None
+    answers.wait(2)
+    assert server.requests[1].startswith(b"GET /later ")
+    assert time.monotonic() - start >= 0.3
+    # its token was taken when it was due, not when submitted: the next request waits 0.1 s for one
+    again = time.monotonic()
+    loop.submit("GET", "/next", answers)
+    answers.wait(3)
+    assert time.monotonic() - again >= 0.05
+    assert loop.pending() == 0
+
+
 def test_calls_run_on_the_loop_and_stop_completes_what_was_submitted(
     serve: Serve, loops: Callable[..., RequestLoop]
 ) -> None:
