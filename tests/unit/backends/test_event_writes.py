@@ -161,6 +161,17 @@ def test_a_write_that_did_not_reach_the_api_server_is_sent_again_later(
         rec.stop()
 
 
+def _writes_one_event(server: Server) -> int:
+    """Record one event against `server`, wait until it is written or given up; the writes counted."""
+    rec = EventRecorder(client_for(server))  # type: ignore[arg-type]
+    try:
+        rec.scheduled(POD, "node-1")
+        assert rec.flush(10)
+        return rec.stats()[0]
+    finally:
+        rec.stop()
+
+
 def test_an_answer_even_an_error_is_final_and_tries_are_bounded(
     serve: Callable[[list[Handler]], Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,18 +179,6 @@ def test_an_answer_even_an_error_is_final_and_tries_are_bounded(
     monkeypatch.setattr(events, "MAX_TRIES", 3)
     refused = b'{"kind":"Status","code":500,"message":"etcd is down"}'
     error = serve([json_reply(500, refused), _created])
-    rec = EventRecorder(client_for(error))  # type: ignore[arg-type]
-    try:
-        rec.scheduled(POD, "node-1")
-        assert rec.flush(10)
-        assert len(error.requests) == 1 and rec.stats()[0] == 0
-    finally:
-        rec.stop()
+    assert _writes_one_event(error) == 0 and len(error.requests) == 1
     lost = serve([_unanswered] * 5)
-    rec = EventRecorder(client_for(lost))  # type: ignore[arg-type]
-    try:
-        rec.scheduled(POD, "node-1")
-        assert rec.flush(10)
-        assert len(lost.requests) == 3 and rec.stats()[0] == 0
-    finally:
-        rec.stop()
+    assert _writes_one_event(lost) == 0 and len(lost.requests) == 3
