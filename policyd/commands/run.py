@@ -553,6 +553,9 @@ def run(args: argparse.Namespace) -> int:
             runner.start()
             runner.campaign()
         except ApiError as err:
+            if runner.stop.is_set():  # a signal while waiting for the API server: a clean stop
+                runner.shutdown()
+                return EXIT_OK
             print(
                 f"policyd run: error: cannot talk to the API server at {runner.client.host}: {err}",
                 file=sys.stderr,

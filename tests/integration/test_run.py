@@ -94,9 +94,13 @@ def test_started_while_the_api_server_is_down_waits_for_it_then_schedules(
     control_plane.stop_apiserver()
     try:
         proc = launch(str(control_plane.kubeconfig_path))
+        stopped = launch(str(control_plane.kubeconfig_path))
         assert wait_for(lambda: "API server not answering" in stderr_of(proc), timeout=20)
         assert wait_for(lambda: stderr_of(proc).count("API server not answering") >= 2, timeout=20)
         assert proc.poll() is None, stderr_of(proc)
+        assert wait_for(lambda: "API server not answering" in stderr_of(stopped), timeout=20)
+        stopped.send_signal(signal.SIGTERM)  # a signal ends the wait: a clean stop
+        assert stopped.wait(20) == 0, stderr_of(stopped)
     finally:
         control_plane.start_apiserver()
     assert wait_for(lambda: node_of(kube, ns, "p0"), timeout=60) == f"{ns}-n1", stderr_of(proc)[-3000:]
