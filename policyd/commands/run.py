@@ -3,8 +3,9 @@
 Startup: configuration, client, an RBAC preflight (every missing permission named; tried again while
 the API server is unreachable or failing), serving endpoints, policies (files and/or ConfigMaps,
 hot-reloaded), informers (started at once, so a standby has warm caches), then — as leader, or at
-once without leader election — the scheduling loop once the caches have synced. SIGTERM/SIGINT: stop popping, finish in-flight binds, release the lease, exit 0. A leader
-that cannot renew stops scheduling before the lease can pass to another and exits 1.
+once without leader election — the scheduling loop once the caches have synced. SIGTERM/SIGINT: stop
+popping, finish in-flight binds, release the lease, exit 0 (also while waiting for the API server). A
+leader that cannot renew stops scheduling before the lease can pass to another and exits 1.
 """
 
 from __future__ import annotations
