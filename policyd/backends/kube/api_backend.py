@@ -296,32 +296,30 @@ class ApiBackend:
         """PreBind: bind the pod's PVs / request provisioning, wait for the claims to be bound (BindError)."""
         self.volume_binder.bind(pod.key, bindings)
 
-    def delete_victims(
-        self, pods: Sequence[PodInfoLike], in_order: bool, grace_seconds: int | None = None
-    ) -> None:
-        """Delete victims (UID precondition; each its own grace period unless one is given),
+    def delete_victims(self, pods: Sequence[PodInfoLike], in_order: bool) -> None:
+        """Delete victims (UID precondition; each with its own grace period),
         asynchronously on the request loop, never behind status patches. `in_order`: one after another,
         each DELETE sent once the one before was answered, as kube-scheduler's PrepareCandidate does (the
         watch then delivers their deletions in this order); else all at once. A failed deletion does not
         hold back the next."""
         if not in_order:
             for pod in pods:
-                self._delete_victim(pod, grace_seconds, _nothing)
+                self._delete_victim(pod, _nothing)
             return
         waiting = collections.deque(pods)
 
         def next_victim() -> None:
             if waiting:
-                self._delete_victim(waiting.popleft(), grace_seconds, next_victim)
+                self._delete_victim(waiting.popleft(), next_victim)
 
         next_victim()
 
-    def _delete_victim(self, pod: PodInfoLike, grace_seconds: int | None, then: Callable[[], None]) -> None:
+    def _delete_victim(self, pod: PodInfoLike, then: Callable[[], None]) -> None:
         ns, name = split_key(pod)
 
         def answered(_result: Any, err: ApiError | None) -> None:
             if err is None:
-                log.info("victim deleted pod=%s/%s grace=%s", ns, name, grace_seconds)
+                log.info("victim deleted pod=%s/%s", ns, name)
             elif err.status in (404, 409):
                 log.info("victim already gone pod=%s/%s", ns, name)
             else:
@@ -331,7 +329,7 @@ class ApiBackend:
             then()
 
         path = object_path("v1", "pods", ns, name)
-        self.requests.submit("DELETE", path, answered, body=delete_options(pod.uid, grace_seconds))
+        self.requests.submit("DELETE", path, answered, body=delete_options(pod.uid))
 
     def set_nominated_node(self, pod: PodInfoLike, node: str | None) -> None:
         """Set or clear status.nominatedNodeName, asynchronously (after the pod's earlier patches)."""

@@ -60,7 +60,7 @@ def test_deletions_and_other_pods_patches_do_not_wait_for_a_pods_earlier_patch(
         backend.patch_pod_scheduled(a, {"status": "False", "message": "0/3 nodes are available"})
         backend.set_nominated_node(a, "node-1")  # after a's first patch is answered, not before
         backend.patch_pod_scheduled(b, {"status": "False", "message": "m"})
-        backend.delete_victims([_Pod("ns/victim")], False, 0)  # type: ignore[list-item]
+        backend.delete_victims([_Pod("ns/victim")], False)  # type: ignore[list-item]
         api.wait_for(lambda got: len(got) == 3)
         paths = {(m, p) for m, p, _ in api.arrived}
         assert paths == {
@@ -69,10 +69,10 @@ def test_deletions_and_other_pods_patches_do_not_wait_for_a_pods_earlier_patch(
             ("DELETE", "/api/v1/namespaces/ns/pods/victim"),
         }
         delete = next(body for m, _, body in api.arrived if m == "DELETE")
+        # the victim's own grace period (none given), and only the pod we meant
         assert json.loads(delete) == {
             "apiVersion": "v1",
             "kind": "DeleteOptions",
-            "gracePeriodSeconds": 0,
             "preconditions": {"uid": "u"},
         }
         assert not backend.flush(0.2)  # the patches are still held
