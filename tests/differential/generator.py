@@ -8,7 +8,8 @@ pod (anti-)affinity, tolerations, priorities (with preemptionPolicy Never), PDBs
 With `objects`, also what selects pods and what they mount (`_objects`, drawn from a generator of its
 own after the rest): Services, ReplicaSets and StatefulSets owning pods (the system default spreading),
 StorageClasses, PersistentVolumes and claims (bound, unbound with Immediate or WaitForFirstConsumer
-binding), CSINodes with attach limits, inline GCE persistent disks.
+binding), CSINodes with attach limits, inline GCE persistent disks, and a class that provisions
+(`_provisioning`, from a generator of its own again) with claims that have no PV.
 The same (seed, index, large, objects) always gives the same scenario.
 """
 
@@ -52,6 +53,7 @@ def generate(seed: int, index: int, large: bool = False, objects: bool = False) 
 # ---- workloads and volumes (objects=True) ---------------------------------------------------------
 
 CSI_DRIVER = "csi.example.com"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 
 
@@ -59,6 +61,8 @@ def _objects(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj
     """Workloads selecting `pods` and volumes for them to mount (the pods are changed in place)."""
     out = _workloads(rng, scenario, pods)
     out += _storage(rng, scenario, nodes, pods)
+    # drawn from an RNG of its own, so the scenarios of the earlier --objects series stay as they were
+    out += _provisioning(random.Random(f"{scenario}/provisioning"), scenario, nodes, pods)
     return tuple(out)
 
 
@@ -132,7 +136,7 @@ def _storage(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",
             "metadata": {"name": name},
-            "provisioner": "kubernetes.io/no-provisioner",
+            "provisioner": NO_PROVISIONER,
             "volumeBindingMode": mode,
         }
         for name, mode in ((immediate, "Immediate"), (wffc, "WaitForFirstConsumer"))
@@ -230,6 +234,46 @@ def _storage(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj
             volumes.append({"name": "disk", "gcePersistentDisk": disk})
         if volumes:
             pod["spec"]["volumes"] = volumes
+    return out
+
+
+def _provisioning(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj]) -> list[Obj]:
+    """A WaitForFirstConsumer class that provisions (the CSI driver with attach limits, or another;
+    some allowed in one zone only) and claims of it with no PV; some pods mount one."""
+    if rng.random() < 0.4:
+        return []
+    zones = sorted({n["metadata"]["labels"][ZONE] for n in nodes if ZONE in n["metadata"]["labels"]})
+    cls: Obj = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": f"{scenario}-dynamic"},
+        "provisioner": rng.choice((CSI_DRIVER, "nfs.example.com")),
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    if zones and rng.random() < 0.5:
+        only = [{"key": ZONE, "values": rng.sample(zones, 1)}]
+        cls["allowedTopologies"] = [{"matchLabelExpressions": only}]
+    claims = [f"d{i}" for i in range(rng.randint(1, 3))]
+    out = [cls]
+    for claim in claims:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim, "namespace": scenario},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                    "storageClassName": cls["metadata"]["name"],
+                },
+                "status": {"phase": "Pending"},
+            }
+        )
+    for pod in pods:
+        if rng.random() < 0.3:
+            claim = rng.choice(claims)
+            volume = {"name": f"v-{claim}", "persistentVolumeClaim": {"claimName": claim}}
+            pod["spec"]["volumes"] = [*pod["spec"].get("volumes", []), volume]
     return out
 
 

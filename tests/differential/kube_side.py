@@ -33,6 +33,7 @@ from policyd.bench.e2e import create_node
 from policyd.bench.e2e_report import KUBE_SCHEDULER
 from policyd.bench.e2e_schedulers import SchedulerProcess, make_scheduler
 from policyd.envtest import LocalControlPlane
+from tests.differential.generator import BIND_COMPLETED, CSI_DRIVER, HOSTNAME, NO_PROVISIONER
 from tests.differential.scenario import PRIORITY_CLASSES, RUNTIME_CLASS, Obj, Scenario
 
 PROBE_SCHEDULER = "diffharness-probe"
@@ -75,7 +76,7 @@ OBJECT_KINDS: dict[str, tuple[str, str, bool]] = {
     "ReplicaSet": ("/apis/apps/v1", "replicasets", True),
     "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
 }
-BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
 
 
 def object_paths(obj: Obj) -> tuple[str, str]:
@@ -155,6 +156,9 @@ class KubeSide:
         self.scheduler: SchedulerProcess | None = None
         self.order = NodeOrder()
         self.volumes: list[str] = []  # the scenario's PersistentVolumes (the PV controller's part)
+        self.namespace = ""
+        self.provisioners: dict[str, str] = {}  # the scenario's classes that provision: name -> provisioner
+        self.provisioned: list[str] = []  # the PVs provisioned for its claims (the provisioner's part)
 
     def start(self) -> None:
         """Start the control plane and kube-scheduler; create the cluster-scoped objects."""
@@ -219,6 +223,13 @@ class KubeSide:
                     content_type="application/merge-patch+json",
                 )
         self.volumes = [o["metadata"]["name"] for o in scenario.objects if o["kind"] == "PersistentVolume"]
+        self.namespace = ns
+        self.provisioners = {
+            o["metadata"]["name"]: o["provisioner"]
+            for o in scenario.objects
+            if o["kind"] == "StorageClass" and o["provisioner"] != NO_PROVISIONER
+        }
+        self.provisioned = []
         for pod in scenario.existing:
             api.request("POST", f"/api/v1/namespaces/{ns}/pods", body=pod)
             self.order.add(pod["spec"]["nodeName"], pod["metadata"]["name"])
@@ -248,9 +259,11 @@ class KubeSide:
             except ApiError as exc:
                 if not exc.not_found:
                     raise
+        for name in self.provisioned:
+            api.request("DELETE", f"/api/v1/persistentvolumes/{name}")
         for node in scenario.nodes:
             api.request("DELETE", f"/api/v1/nodes/{node['metadata']['name']}")
-        self.volumes = []
+        self.volumes, self.provisioners, self.provisioned = [], {}, []
 
     def state(self, scenario: Scenario) -> list[Obj]:
         """The scenario's nodes, pods, PDBs and other objects as the API server holds them now."""
@@ -270,6 +283,9 @@ class KubeSide:
         for obj in _creation_order(scenario.objects):
             now = api.request("GET", object_paths(obj)[1])
             out.append({**now, "apiVersion": obj["apiVersion"], "kind": obj["kind"]})
+        for name in self.provisioned:
+            now = api.request("GET", f"/api/v1/persistentvolumes/{name}")
+            out.append({**now, "apiVersion": "v1", "kind": "PersistentVolume"})
         return out
 
     def schedule(self, scenario: Scenario, pod: Obj) -> tuple[Obj, KubeCycle]:
@@ -338,6 +354,8 @@ class KubeSide:
         kube-scheduler gave a claim (`spec.claimRef`, in its PreBind) and its claim are marked bound, as
         the controller would, so the bind goes on (else the pod stays assumed in kube-scheduler's cache,
         for up to 1.20's 600 s bind timeout, after the harness deleted it)."""
+        if self.provisioners:
+            self._provisioner_step()
         if not self.volumes:
             return
         api = self._api()
@@ -360,6 +378,60 @@ class KubeSide:
                 body={"status": {"phase": "Bound"}},
                 content_type=merge,
             )
+
+    def _provisioner_step(self) -> None:
+        """The external provisioner's part (none runs): a claim of a provisioning class that
+        kube-scheduler's PreBind gave a node (the selected-node annotation) gets a PV on that node,
+        bound to it, as a provisioner and the PV controller would leave them."""
+        api = self._api()
+        path = f"/api/v1/namespaces/{self.namespace}/persistentvolumeclaims"
+        for claim in api.request("GET", path)["items"]:  # one request per poll
+            meta, spec = claim["metadata"], claim["spec"]
+            node = (meta.get("annotations") or {}).get(SELECTED_NODE)
+            provisioner = self.provisioners.get(spec.get("storageClassName") or "")
+            if not node or not provisioner or spec.get("volumeName"):
+                continue
+            name = f"{self.namespace}-{meta['name']}"
+            capacity = {"storage": spec["resources"]["requests"]["storage"]}
+            source: Obj = {"csi": {"driver": provisioner, "volumeHandle": name}}
+            if provisioner != CSI_DRIVER:
+                source = {"nfs": {"server": "nfs.example.com", "path": f"/{name}"}}
+            pv: Obj = {
+                "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": provisioner}},
+                "spec": {
+                    **source,
+                    "capacity": capacity,
+                    "accessModes": spec["accessModes"],
+                    "storageClassName": spec["storageClassName"],
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "claimRef": {
+                        "kind": "PersistentVolumeClaim",
+                        "namespace": self.namespace,
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                    },
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]}
+                            ]
+                        }
+                    },
+                },
+            }
+            api.request("POST", "/api/v1/persistentvolumes", body=pv)
+            self.provisioned.append(name)
+            merge = "application/merge-patch+json"
+            api.request(
+                "PATCH",
+                f"/api/v1/persistentvolumes/{name}/status",
+                body={"status": {"phase": "Bound"}},
+                content_type=merge,
+            )
+            bound = {"metadata": {"annotations": {BIND_COMPLETED: "yes"}}, "spec": {"volumeName": name}}
+            api.request("PATCH", f"{path}/{meta['name']}", body=bound, content_type=merge)
+            status = {"status": {"phase": "Bound", "accessModes": spec["accessModes"], "capacity": capacity}}
+            api.request("PATCH", f"{path}/{meta['name']}/status", body=status, content_type=merge)
 
     def _until(self, what: str, probe: Any, timeout: float = WAIT) -> Any:
         deadline = time.monotonic() + timeout

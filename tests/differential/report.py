@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tests.differential.compare import Comparison
+from tests.differential.generator import NO_PROVISIONER
 from tests.differential.scenario import Obj, Scenario
 
 KINDS = ("filters", "scores", "placement", "victims")
@@ -42,6 +43,7 @@ OBJECT_FEATURES = (
     "default spreading (Services, controllers)",
     "bound claims",
     "claims to bind (WaitForFirstConsumer)",
+    "claims to provision (WaitForFirstConsumer)",
     "unbound Immediate claims",
     "CSI attach limits",
     "inline GCE disks",
@@ -116,20 +118,19 @@ def _object_features(scenario: Scenario, pod: Obj) -> set[str]:
     if not spec.get("topologySpreadConstraints") and (selected or meta.get("ownerReferences")):
         found.add("default spreading (Services, controllers)")
     claims = {o["metadata"]["name"]: o for o in scenario.objects if o["kind"] == "PersistentVolumeClaim"}
-    modes = {
-        o["metadata"]["name"]: o.get("volumeBindingMode")
-        for o in scenario.objects
-        if o["kind"] == "StorageClass"
-    }
+    classes = {o["metadata"]["name"]: o for o in scenario.objects if o["kind"] == "StorageClass"}
     for volume in spec.get("volumes", []):
         if "gcePersistentDisk" in volume:
             found.add("inline GCE disks")
         claim = claims.get((volume.get("persistentVolumeClaim") or {}).get("claimName", ""))
         if claim is None:
             continue
+        cls = classes.get(claim["spec"].get("storageClassName") or "", {})
         if claim["spec"].get("volumeName"):
             found.add("bound claims")
-        elif modes.get(claim["spec"].get("storageClassName")) == "WaitForFirstConsumer":
+        elif cls.get("volumeBindingMode") == "WaitForFirstConsumer" and cls["provisioner"] != NO_PROVISIONER:
+            found.add("claims to provision (WaitForFirstConsumer)")
+        elif cls.get("volumeBindingMode") == "WaitForFirstConsumer":
             found.add("claims to bind (WaitForFirstConsumer)")
         else:
             found.add("unbound Immediate claims")

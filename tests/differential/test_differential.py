@@ -23,9 +23,9 @@ from tests.differential.compare import (
     histogram,
     reason_plugin,
 )
-from tests.differential.generator import generate
+from tests.differential.generator import HOSTNAME, ZONE, generate
 from tests.differential.harness import REGRESSIONS, VARIANT_POLICIES, Harness
-from tests.differential.kube_side import PROBE_REASON, VICTIM_DELETE, KubeSide, NodeOrder
+from tests.differential.kube_side import PROBE_REASON, VICTIM_DELETE, KubeCycle, KubeSide, NodeOrder
 from tests.differential.policyd_side import PolicydSide
 from tests.differential.scenario import Obj, Scenario, load_scenario
 from tests.integration.apiserver import provide_assets
@@ -80,6 +80,87 @@ def test_sample_scenarios_with_workloads_and_volumes_agree(harness: Harness) -> 
         comparisons.extend(harness.run(scenario).comparisons)
     assert len(comparisons) >= SAMPLE_OBJECT_SCENARIOS * 3
     assert _unexplained(comparisons) == []
+
+
+def _provisioning_scenario() -> Scenario:
+    """Four nodes in two zones; a class that provisions in zone z2 only; three pods mount its claim."""
+    name = "dyn-0"
+    nodes = tuple(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": f"{name}-n{i}",
+                "labels": {HOSTNAME: f"{name}-n{i}", ZONE: f"z{1 + i // 2}"},
+            },
+            "spec": {},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+        for i in range(4)
+    )
+    cls: Obj = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": f"{name}-dynamic"},
+        "provisioner": "nfs.example.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": ["z2"]}]}],
+    }
+    claim: Obj = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "d0", "namespace": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": f"{name}-dynamic",
+        },
+    }
+    pods = tuple(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d0"}}],
+            },
+        }
+        for i in range(3)
+    )
+    return Scenario(name, nodes, (), (), pods, objects=(cls, claim))
+
+
+def test_a_provisioned_claim_holds_later_pods_on_its_node(
+    harness: Harness, kube: KubeSide, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harness plays the provisioner: the first pod goes to the class's zone, its claim gets a PV
+    there, and the pods after it follow the PV to the same node, on both sides."""
+    scenario = _provisioning_scenario()
+    seen: list[tuple[KubeCycle, list[Obj]]] = []
+    schedule = kube.schedule
+
+    def recording(sc: Scenario, pod: Obj) -> tuple[Obj, KubeCycle]:
+        created, cycle = schedule(sc, pod)
+        seen.append((cycle, kube.state(sc)))
+        return created, cycle
+
+    monkeypatch.setattr(kube, "schedule", recording)
+    result = harness.run(scenario)
+    assert _unexplained(result.comparisons) == []
+    assert all(c.agrees("placement") for c in result.comparisons)
+    first = seen[0][0].chosen
+    assert first in {"dyn-0-n2", "dyn-0-n3"}  # zone z2
+    pvs = [o for o in seen[0][1] if o["kind"] == "PersistentVolume"]
+    assert len(pvs) == 1
+    term = pvs[0]["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
+    assert term["matchExpressions"][0]["values"] == [first]
+    assert [cycle.chosen for cycle, _ in seen] == [first] * 3
 
 
 @pytest.mark.parametrize("path", REGRESSION_FILES, ids=[p.stem for p in REGRESSION_FILES])
