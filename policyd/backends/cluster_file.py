@@ -46,6 +46,7 @@ _KINDS = {
     "StorageClass": "storage_classes",
     "CSINode": "csi_nodes",
     "CSIDriver": "csi_drivers",
+    "CSIStorageCapacity": "csi_storage_capacities",
 }
 # namespaced kinds (the default namespace when none is given)
 NAMESPACED_KINDS = (
@@ -56,6 +57,7 @@ NAMESPACED_KINDS = (
     "StatefulSet",
     "ReplicationController",
     "PersistentVolumeClaim",
+    "CSIStorageCapacity",
 )
 
 
@@ -73,15 +75,18 @@ class ClusterObjects:
     storage_classes: tuple[Obj, ...] = ()
     csi_nodes: tuple[Obj, ...] = ()
     csi_drivers: tuple[Obj, ...] = ()
+    csi_storage_capacities: tuple[Obj, ...] = ()
     namespaces: tuple[Obj, ...] = ()
     source: str = "<objects>"
 
     def storage(self) -> tuple[Obj, ...]:
-        """The storage objects (StorageClasses, CSIDrivers, CSINodes, PVs, PVCs), each with its kind."""
+        """The storage objects (StorageClasses, CSIDrivers, CSINodes, CSIStorageCapacities, PVs, PVCs),
+        each with its kind."""
         return (
             *self.storage_classes,
             *self.csi_drivers,
             *self.csi_nodes,
+            *self.csi_storage_capacities,
             *self.persistent_volumes,
             *self.persistent_volume_claims,
         )
@@ -292,6 +297,7 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         storage_classes=tuple(_class_defaults(sc) for sc in buckets["storage_classes"]),
         csi_nodes=tuple(buckets["csi_nodes"]),
         csi_drivers=tuple(buckets["csi_drivers"]),
+        csi_storage_capacities=tuple(buckets["csi_storage_capacities"]),
         namespaces=tuple(buckets["namespaces"]),
         source=source,
     )

@@ -30,8 +30,9 @@ KIND_WORDS = {
     "Node": "node",
     "PodDisruptionBudget": "poddisruptionbudget",
     "PriorityClass": "priorityclass",
+    "CSIStorageCapacity": "csistoragecapacity",
 }
-NAMESPACED = frozenset({"Pod", "PodDisruptionBudget"})
+NAMESPACED = frozenset({"Pod", "PodDisruptionBudget", "CSIStorageCapacity"})
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ def _semantic_problems(kind: str, obj: Mapping[str, Any]) -> Iterator[tuple[str,
             yield "status.allocatable", "Required value: a node needs allocatable (or capacity) resources"
         yield from _quantity_problems(status.get("allocatable"), ["status", "allocatable"])
         yield from _quantity_problems(status.get("capacity"), ["status", "capacity"])
+    elif kind == "CSIStorageCapacity":
+        sizes = {k: obj[k] for k in ("capacity", "maximumVolumeSize") if obj.get(k) is not None}
+        yield from _quantity_problems(sizes, [])
     elif kind == "PodDisruptionBudget" and isinstance(spec, Mapping):
         if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
             yield "spec", "minAvailable and maxUnavailable cannot be both set"
@@ -209,7 +213,8 @@ def object_name(obj: Mapping[str, Any]) -> str:
 
 
 def violations(obj: Mapping[str, Any], where: str) -> list[Violation]:
-    """Every rule `obj` (a Pod, Node, PodDisruptionBudget or PriorityClass) breaks, schema rules first."""
+    """Every rule `obj` (a Pod, Node, PodDisruptionBudget, PriorityClass or CSIStorageCapacity) breaks,
+    schema rules first."""
     kind = str(obj.get("kind"))
     validator = _validators().get(kind)
     if validator is None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from policyd.backends.kube.client import KubeClient, object_path
-from policyd.backends.kube.informer import PODS, Informer, Resource, pdb_resource
+from policyd.backends.kube.informer import PODS, Informer, Resource, capacity_resource, pdb_resource
 from policyd.envtest import LocalControlPlane
 
 from .apiserver import KubeTestContext
@@ -129,6 +129,20 @@ def test_pdbs_use_v1beta1_where_v1_is_not_served(kube: KubeClient) -> None:
         assert inf.wait_for_sync(10)
     finally:
         inf.stop()
+
+
+def test_storage_capacities_are_read_where_a_beta_or_ga_version_is_served(kube: KubeClient) -> None:
+    """CSIStorageCapacity: storage.k8s.io/v1 from 1.24, v1beta1 from 1.21; 1.20 serves it only as
+    alpha (off by default), where policyd runs without the informer, as kube-scheduler 1.20 skips the
+    capacity check."""
+    res = capacity_resource(kube)
+    version = kube.request("GET", "/version")
+    minor = int("".join(ch for ch in version["minor"] if ch.isdigit()))
+    if minor < 21:
+        assert res is None
+        return
+    assert res is not None
+    assert res.api_version == ("storage.k8s.io/v1" if minor >= 24 else "storage.k8s.io/v1beta1")
 
 
 def test_relist_reconciles_deletion_missed_while_stopped(kube: KubeClient, k8s: KubeTestContext) -> None:

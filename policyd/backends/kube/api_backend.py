@@ -42,6 +42,7 @@ from policyd.backends.kube.informer import (
     WORKLOADS,
     Informer,
     Resource,
+    capacity_resource,
     pdb_resource,
 )
 from policyd.backends.kube.multiplex import RequestLoop
@@ -179,7 +180,10 @@ class ApiBackend:
             )
         self.priority_classes = Informer(self.client, PRIORITY_CLASSES, on_forbidden=self._forbidden)
         self.workloads = [self._workload_informer(resource, handler) for resource in WORKLOADS]
-        self.storage = {kind: self._storage_informer(kind, handler) for kind in STORAGE_RESOURCES}
+        self.storage = {kind: self._storage_informer(res, handler) for kind, res in STORAGE_RESOURCES.items()}
+        capacities = capacity_resource(self.client)
+        if capacities is not None:
+            self.storage[capacities.kind] = self._storage_informer(capacities, handler)
         self.informers = [
             i
             for i in (
@@ -219,10 +223,11 @@ class ApiBackend:
             on_forbidden=self._forbidden,
         )
 
-    def _storage_informer(self, kind: str, handler: EventHandler) -> Informer:
+    def _storage_informer(self, resource: Resource, handler: EventHandler) -> Informer:
+        kind = resource.kind
         return Informer(
             self.client,
-            STORAGE_RESOURCES[kind],
+            resource,
             on_add=lambda obj: handler.on_storage_add(kind, obj),
             on_update=lambda old, new: handler.on_storage_update(kind, old, new),
             on_delete=lambda obj: handler.on_storage_delete(kind, obj),
@@ -481,6 +486,8 @@ REQUIRED_PERMISSIONS: tuple[tuple[str, str, str], ...] = (
     ("watch", "storage.k8s.io", "csinodes"),
     ("list", "storage.k8s.io", "csidrivers"),
     ("watch", "storage.k8s.io", "csidrivers"),
+    ("list", "storage.k8s.io", "csistoragecapacities"),
+    ("watch", "storage.k8s.io", "csistoragecapacities"),
 )
 LEASE_PERMISSIONS = (
     ("get", "coordination.k8s.io", "leases"),

@@ -93,6 +93,15 @@ def pdb_resource(client: KubeClient) -> Resource | None:
     return Resource(api_version, "poddisruptionbudgets", "PodDisruptionBudget")
 
 
+def capacity_resource(client: KubeClient) -> Resource | None:
+    """CSIStorageCapacities from storage.k8s.io/v1, or v1beta1 (Kubernetes 1.21-1.23); None where neither
+    is served (before 1.21 the API was alpha, off by default, as kube-scheduler's capacity check was)."""
+    api_version = served_version(client, "storage.k8s.io", ("v1", "v1beta1"), "csistoragecapacities")
+    if api_version is None:
+        return None
+    return Resource(api_version, "csistoragecapacities", "CSIStorageCapacity")
+
+
 def object_key(obj: JSON) -> str:
     """`namespace/name` (or `name` for cluster-scoped objects)."""
     meta = obj.get("metadata") or {}

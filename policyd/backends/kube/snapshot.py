@@ -30,6 +30,7 @@ from policyd.backends.kube.informer import (
     WORKLOADS,
     Informer,
     Resource,
+    capacity_resource,
     pdb_resource,
 )
 
@@ -43,6 +44,7 @@ KIND_ORDER = (
     "CSIDriver",
     "Node",
     "CSINode",
+    "CSIStorageCapacity",
     "PersistentVolume",
     "PersistentVolumeClaim",
     "PodDisruptionBudget",
@@ -59,8 +61,9 @@ DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
 def resources(client: KubeClient) -> list[Resource]:
-    """The collections the scheduler's informers list (PDBs at the version the server serves)."""
-    pdbs = pdb_resource(client)
+    """The collections the scheduler's informers list (PDBs and CSIStorageCapacities at the version the
+    server serves)."""
+    pdbs, capacities = pdb_resource(client), capacity_resource(client)
     return [
         NODES,
         NAMESPACES,
@@ -69,6 +72,7 @@ def resources(client: KubeClient) -> list[Resource]:
         PRIORITY_CLASSES,
         *WORKLOADS,
         *STORAGE_RESOURCES.values(),
+        *([capacities] if capacities is not None else []),
     ]
 
 

@@ -5,12 +5,14 @@ component-helpers storage/volume FindMatchingVolume).
 node (WaitForFirstConsumer) and a pod-level error (a missing or deleted claim, unbound claims of an
 Immediate class). `find_pod_volumes` is the Filter for one node: every bound claim's PV must accept the
 node (`spec.nodeAffinity`), every claim to bind needs an available matching PV (smallest first, each PV
-used once) or a class that can provision there; it also returns the `PodVolumeBindings` PreBind
-carries out when the pod is placed on that node.
+used once) or a class that can provision there, with room for it where the class's CSI driver
+publishes its capacity (CSIStorageCapacity); it also returns the `PodVolumeBindings` PreBind carries
+out when the pod is placed on that node.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -41,9 +43,10 @@ from policyd.scheduler.cluster.volume_store import (
 REASON_NODE_CONFLICT = "node(s) had volume node affinity conflict"
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 REASON_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 # the order kube-scheduler appends its reasons in
-REASONS = (REASON_NODE_CONFLICT, REASON_BIND_CONFLICT, REASON_PV_NOT_EXIST)
+REASONS = (REASON_NODE_CONFLICT, REASON_BIND_CONFLICT, REASON_NOT_ENOUGH_SPACE, REASON_PV_NOT_EXIST)
 NOT_SUPPORTED_PROVISIONER = "kubernetes.io/no-provisioner"
 
 
@@ -178,7 +181,7 @@ def _topology_matches(terms: Sequence[Mapping[str, Any]], node_labels: Mapping[s
 
 
 def _provision_reason(claim: KubeObject, store: VolumeStore, node_labels: Mapping[str, str]) -> str:
-    """checkVolumeProvisions for one claim: "" when its class can provision on the node."""
+    """checkVolumeProvisions for one claim: "" when its class can provision on the node, with room."""
     name = claim_class(claim)
     if not name:
         return f'no class for claim "{claim_key(claim)}"'
@@ -190,7 +193,52 @@ def _provision_reason(claim: KubeObject, store: VolumeStore, node_labels: Mappin
         return REASON_BIND_CONFLICT
     if not _topology_matches(sc.get("allowedTopologies") or (), node_labels):
         return REASON_BIND_CONFLICT
+    if not _has_enough_capacity(provisioner, claim, name, store, node_labels):
+        return REASON_NOT_ENOUGH_SPACE
     return ""
+
+
+def _has_enough_capacity(
+    provisioner: str, claim: KubeObject, class_name: str, store: VolumeStore, node_labels: Mapping[str, str]
+) -> bool:
+    """hasEnoughCapacity: checked only for a CSI driver with `storageCapacity: true`; then some
+    CSIStorageCapacity of the class whose node topology selects the node must hold the requested size
+    (its maximumVolumeSize, else its capacity; both as whole bytes rounded up, as Quantity.Value)."""
+    requests = ((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    if "storage" not in requests:
+        return True
+    driver = store.csi_driver(provisioner)
+    if driver is None or (driver.get("spec") or {}).get("storageCapacity") is not True:
+        return True
+    size = _bytes(requests["storage"])
+    if size is None:  # the API server accepts no such claim
+        return True
+    for capacity in store.capacities():
+        if capacity.get("storageClassName") != class_name:
+            continue
+        limit = capacity.get("maximumVolumeSize")
+        room = _bytes(capacity.get("capacity") if limit is None else limit)
+        if room is None or room < size:
+            continue
+        topology = capacity.get("nodeTopology")
+        if topology is None:
+            continue  # unavailable
+        try:
+            if parse_label_selector(topology).matches(node_labels):
+                return True
+        except (PolicydError, ValueError, TypeError, AttributeError):
+            continue  # a selector kube-scheduler cannot convert gives no access
+    return False
+
+
+def _bytes(raw: Any) -> int | None:
+    """Quantity.Value(): whole units, rounded up; None when absent or not a quantity."""
+    if raw is None:
+        return None
+    try:
+        return math.ceil(parse_quantity(str(raw)))
+    except (PolicydError, ValueError):
+        return None
 
 
 def _by_size(claim: KubeObject) -> Fraction:
@@ -214,15 +262,18 @@ def find_pod_volumes(
     static: list[StaticBinding] = []
     provision: list[str] = []
     to_match: list[KubeObject] = []
+    to_provision: list[KubeObject] = []  # claims another pod had provisioned here, then those no PV fits
+    keys = tuple(claim_key(c) for c in (*claims.bound, *claims.to_bind))
     for claim in claims.to_bind:
-        claim_name = str((claim.get("metadata") or {}).get("name", ""))
         selected = ((claim.get("metadata") or {}).get("annotations") or {}).get(ANN_SELECTED_NODE)
-        if selected is not None:
-            verdicts[claim_name] = "" if selected == name else REASON_BIND_CONFLICT
-            if selected == name:
-                provision.append(claim_key(claim))
-        else:
+        if selected is None:
             to_match.append(claim)
+        elif selected == name:
+            to_provision.append(claim)
+        else:  # provisioned for another node: kube-scheduler looks at no other claim to bind
+            for other in claims.to_bind:
+                verdicts[_claim_name(other)] = REASON_BIND_CONFLICT if other is claim else ""
+            return verdicts, PodVolumeBindings(node=name, claims=keys)
     chosen: set[str] = set()
     by_class: dict[str, list[KubeObject]] = {}
     for claim in sorted(to_match, key=_by_size):
@@ -236,15 +287,19 @@ def find_pod_volumes(
             chosen.add(pv_name)
             static.append(StaticBinding(pv_name, claim_key(claim)))
             verdicts[claim_name] = ""
-            continue
-        reason = _provision_reason(claim, store, labels)
-        verdicts[claim_name] = reason
-        if not reason:
+        else:
+            to_provision.append(claim)
+    failed = False
+    for claim in to_provision:  # checkVolumeProvisions stops at the first claim it cannot provision
+        reason = "" if failed else _provision_reason(claim, store, labels)
+        verdicts[_claim_name(claim)] = reason
+        failed = failed or bool(reason)
+        if not failed:
             provision.append(claim_key(claim))
-    bindings = PodVolumeBindings(
-        node=name,
-        static=tuple(static),
-        provision=tuple(provision),
-        claims=tuple(claim_key(c) for c in (*claims.bound, *claims.to_bind)),
+    return verdicts, PodVolumeBindings(
+        node=name, static=tuple(static), provision=tuple(provision), claims=keys
     )
-    return verdicts, bindings
+
+
+def _claim_name(claim: KubeObject) -> str:
+    return str((claim.get("metadata") or {}).get("name", ""))

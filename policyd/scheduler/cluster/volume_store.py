@@ -1,5 +1,6 @@
 """The storage objects the volume rules read: PersistentVolumes, PersistentVolumeClaims, StorageClasses,
-CSINodes and CSIDrivers (kube-scheduler's listers plus the volume binder's assume cache).
+CSINodes, CSIDrivers and CSIStorageCapacities (kube-scheduler's listers plus the volume binder's assume
+cache).
 
 The scheduler owns one `VolumeStore`. Informer events are applied by the scheduling thread between
 cycles (like every cache update), so a cycle sees a fixed set of objects. When a pod is assumed on a
@@ -22,7 +23,16 @@ PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
 STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
 CSI_DRIVER = "CSIDriver"
-STORAGE_KINDS = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE, CSI_DRIVER)
+CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+STORAGE_KINDS = (
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    CSI_NODE,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
+)
+NAMESPACED_STORAGE_KINDS = (PERSISTENT_VOLUME_CLAIM, CSI_STORAGE_CAPACITY)
 
 ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
@@ -31,10 +41,11 @@ ANN_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
 
 
 def object_key(kind: str, obj: KubeObject) -> str:
-    """`namespace/name` for a PersistentVolumeClaim, `name` for the cluster-scoped kinds."""
+    """`namespace/name` for a PersistentVolumeClaim or a CSIStorageCapacity, `name` for the
+    cluster-scoped kinds."""
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
-    if kind == PERSISTENT_VOLUME_CLAIM:
+    if kind in NAMESPACED_STORAGE_KINDS:
         return f"{meta.get('namespace') or 'default'}/{name}"
     return name
 
@@ -141,9 +152,17 @@ class VolumeStore:
         """The CSINode of a node."""
         return self._objects[CSI_NODE].get(name)
 
+    def csi_driver(self, name: str) -> KubeObject | None:
+        """A CSIDriver."""
+        return self._objects[CSI_DRIVER].get(name)
+
     def volumes(self) -> Iterator[KubeObject]:
         """Every PersistentVolume."""
         return iter(self._objects[PERSISTENT_VOLUME].values())
+
+    def capacities(self) -> Iterator[KubeObject]:
+        """Every CSIStorageCapacity."""
+        return iter(self._objects[CSI_STORAGE_CAPACITY].values())
 
     def count(self, kind: str) -> int:
         """Number of objects of `kind`."""

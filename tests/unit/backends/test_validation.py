@@ -108,3 +108,19 @@ def test_pdb_with_both_bounds() -> None:
         "poddisruptionbudget default/b: spec: minAvailable and maxUnavailable cannot be both set",
         'poddisruptionbudget default/b: spec.maxUnavailable: Invalid value: "x%": must be an integer or a percentage',
     ]
+
+
+def test_storage_capacity_sizes_are_quantities() -> None:
+    bad = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": "fast-a", "namespace": "kube-system"},
+        "storageClassName": "fast",
+        "capacity": "lots",
+        "maximumVolumeSize": "-1Gi",
+    }
+    found = errors(node(), bad)
+    assert [e.split(": ", 1)[1] for e in found] == [
+        'csistoragecapacity kube-system/fast-a: capacity: invalid quantity "lots"',
+        'csistoragecapacity kube-system/fast-a: maximumVolumeSize: Invalid value: "-1Gi": must be greater than or equal to 0',
+    ]

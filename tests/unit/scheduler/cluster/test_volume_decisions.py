@@ -8,6 +8,7 @@ from typing import Any
 from policyd.scheduler.cluster.volume_binding import (
     REASON_BIND_CONFLICT,
     REASON_NODE_CONFLICT,
+    REASON_NOT_ENOUGH_SPACE,
     REASON_PV_NOT_EXIST,
     REASON_UNBOUND_IMMEDIATE,
     find_matching_volume,
@@ -18,6 +19,8 @@ from policyd.scheduler.cluster.volume_limits import volume_limit
 from policyd.scheduler.cluster.volume_restrictions import node_disks, pod_disks
 from policyd.scheduler.cluster.volume_store import (
     ANN_SELECTED_NODE,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
@@ -160,11 +163,95 @@ def test_selected_node_and_provisioning() -> None:
     assert find_pod_volumes(claims, store, N1)[0] == {"c": REASON_BIND_CONFLICT}
     verdicts, bindings = find_pod_volumes(claims, store, N2)
     assert verdicts == {"c": ""} and bindings.provision == ("default/c",)
-    selected = pvc("c", storageClassName="csi", annotations={ANN_SELECTED_NODE: "n1"})
+    selected = pvc("c", storageClassName="csi", annotations={ANN_SELECTED_NODE: "n2"})
     store.upsert(PERSISTENT_VOLUME_CLAIM, selected)
     claims = pod_claims(pod(uses("c")), store)
-    assert find_pod_volumes(claims, store, N1)[0] == {"c": ""}
-    assert find_pod_volumes(claims, store, N2)[0] == {"c": REASON_BIND_CONFLICT}
+    assert find_pod_volumes(claims, store, N2)[0] == {"c": ""}
+    assert find_pod_volumes(claims, store, N1)[0] == {"c": REASON_BIND_CONFLICT}
+    # a node selected for a claim is still checked as one to provision: here outside the class's topology
+    store.upsert(
+        PERSISTENT_VOLUME_CLAIM, pvc("c", storageClassName="csi", annotations={ANN_SELECTED_NODE: "n1"})
+    )
+    claims = pod_claims(pod(uses("c")), store)
+    assert find_pod_volumes(claims, store, N1)[0] == {"c": REASON_BIND_CONFLICT}
+
+
+CAPACITY_CLASS = (
+    STORAGE_CLASS,
+    {
+        "metadata": {"name": "fast"},
+        "provisioner": "csi.example.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    },
+)
+
+
+def capacity(name: str, size: str | None, zone: str | None, **extra: Any) -> tuple[str, dict[str, Any]]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "namespace": "kube-system"}, "storageClassName": "fast"}
+    if size is not None:
+        obj["capacity"] = size
+    if zone is not None:
+        obj["nodeTopology"] = {"matchLabels": {"zone": zone}}
+    return CSI_STORAGE_CAPACITY, {**obj, **extra}
+
+
+def driver(storage_capacity: bool | None) -> tuple[str, dict[str, Any]]:
+    spec = {} if storage_capacity is None else {"storageCapacity": storage_capacity}
+    return CSI_DRIVER, {"metadata": {"name": "csi.example.com"}, "spec": spec}
+
+
+Z1 = {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "zone": "z1"}}
+Z2 = {"name": "n2", "labels": {"kubernetes.io/hostname": "n2", "zone": "z2"}}
+
+
+def test_provisioning_needs_published_capacity_where_the_driver_asks_for_it() -> None:
+    claim = (PERSISTENT_VOLUME_CLAIM, pvc("c", "10Gi", storageClassName="fast"))
+    room = capacity("z1-room", "20Gi", "z1"), capacity("z2-small", "5Gi", "z2")
+
+    def verdicts(*objects: tuple[str, dict[str, Any]]) -> list[str]:
+        store = store_of(CAPACITY_CLASS, claim, *objects)
+        claims = pod_claims(pod(uses("c")), store)
+        return [find_pod_volumes(claims, store, node)[0]["c"] for node in (Z1, Z2)]
+
+    # no CSIDriver, or one that does not opt in: capacity is not looked at
+    assert verdicts(*room) == ["", ""]
+    assert verdicts(driver(None), *room) == ["", ""]
+    assert verdicts(driver(False), *room) == ["", ""]
+    # opted in: the zone's capacity must hold the claim's 10Gi
+    assert verdicts(driver(True), *room) == ["", REASON_NOT_ENOUGH_SPACE]
+    assert verdicts(driver(True)) == [REASON_NOT_ENOUGH_SPACE] * 2
+    # maximumVolumeSize, when given, is the limit rather than the capacity
+    capped = capacity("z1-capped", "20Gi", "z1", maximumVolumeSize="8Gi")
+    assert verdicts(driver(True), capped) == [REASON_NOT_ENOUGH_SPACE] * 2
+    # exactly the size is enough; a capacity of another class, or without a topology, is not
+    assert verdicts(driver(True), capacity("z2-exact", "10Gi", "z2")) == [REASON_NOT_ENOUGH_SPACE, ""]
+    other = capacity("z1-other", "20Gi", "z1", storageClassName="slow")
+    assert verdicts(driver(True), other, capacity("nowhere", "20Gi", None)) == [REASON_NOT_ENOUGH_SPACE] * 2
+    # an empty node topology selects every node
+    assert verdicts(driver(True), capacity("all", "1Ti", None, nodeTopology={})) == ["", ""]
+
+
+def test_provisioning_stops_at_the_first_claim_it_cannot_provision() -> None:
+    topology = [{"matchLabelExpressions": [{"key": "zone", "values": ["z1"]}]}]
+    zonal = (
+        STORAGE_CLASS,
+        {**CAPACITY_CLASS[1], "metadata": {"name": "zonal"}, "allowedTopologies": topology},
+    )
+    store = store_of(
+        CAPACITY_CLASS,
+        zonal,
+        driver(True),
+        capacity("z1-room", "20Gi", "z1"),
+        capacity("z1-zonal", "5Gi", "z1", storageClassName="zonal"),
+        (PERSISTENT_VOLUME_CLAIM, pvc("big", "50Gi", storageClassName="fast")),
+        (PERSISTENT_VOLUME_CLAIM, pvc("small", "1Gi", storageClassName="zonal")),
+    )
+    claims = pod_claims(pod(uses("big"), uses("small")), store)
+    # smallest first: "small" cannot be provisioned in z2, so "big" is not looked at there
+    assert find_pod_volumes(claims, store, Z2)[0] == {"small": REASON_BIND_CONFLICT, "big": ""}
+    verdicts, bindings = find_pod_volumes(claims, store, Z1)
+    assert verdicts == {"small": "", "big": REASON_NOT_ENOUGH_SPACE}
+    assert bindings.provision == ("default/small",)
 
 
 def test_assume_marks_and_forget_restores() -> None:

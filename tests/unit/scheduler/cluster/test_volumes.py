@@ -245,6 +245,37 @@ def test_dynamic_provisioning_selects_the_node_allowed_by_the_class_topology() -
     assert provisioned is not None and provisioned["spec"]["claimRef"]["name"] == "data"
 
 
+def capacity(name: str, size: str, zone: str) -> dict[str, Any]:
+    return {
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "storageClassName": "csi",
+        "capacity": size,
+        "nodeTopology": {"matchLabels": {ZONE: zone}},
+    }
+
+
+def test_dynamic_provisioning_goes_where_the_driver_publishes_room() -> None:
+    driver = {"kind": "CSIDriver", "metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": True}}
+    objects = (
+        node("n1", zone="a"),
+        node("n2", zone="b"),
+        driver,
+        storage_class("csi", provisioner="csi.example.com"),
+        capacity("a", "5Gi", "a"),
+        capacity("b", "100Gi", "b"),
+        pvc("data", "csi", size="10Gi"),
+        pod("p", claim_volume("data")),
+    )
+    _, cluster = simulate(*objects)
+    assert cluster.node_of("default/p") == "n2"
+    _, cluster = simulate(*objects[:5], capacity("b", "8Gi", "b"), *objects[6:])
+    assert cluster.node_of("default/p") is None
+    assert failed(cluster, "p").startswith(
+        "0/2 nodes are available: 2 node(s) did not have enough free storage."
+    )
+
+
 def test_volume_zone_conflict() -> None:
     _, cluster = simulate(
         node("n1", zone="a"),
