@@ -3,8 +3,9 @@
 Both define the same functions on `net.IP` and `net.CIDR` with Go's `net/netip` semantics: IPv4
 without leading zeros, IPv6 without zones, IPv4-mapped IPv6 addresses rejected; a CIDR keeps the
 address it was written with (`cidr('10.0.0.1/8').ip()` is `10.0.0.1`; `masked()` clears host bits).
-A literal argument of `ip(...)` / `cidr(...)` is validated at check time; parsed values are memoised
-(they are immutable), so a label read on every node is parsed once.
+Malformed text is an evaluation error, a literal argument too (as in Kubernetes: `ip('1.2.3')`
+compiles, and only fails if evaluated); parsed values are memoised (they are immutable), so a label
+read on every node is parsed once.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def cidr(text: Any) -> CIDR:
 
 
 def ip_issue(text: Any) -> str | None:
-    """Why a literal is not an IP address (the check-time hook of `ip(string)`), or None."""
+    """Why `text` is not an IP address, or None."""
     try:
         _parse_ip(text) if type(text) is str else None
     except _Invalid as e:
@@ -119,7 +120,7 @@ def ip_issue(text: Any) -> str | None:
 
 
 def cidr_issue(text: Any) -> str | None:
-    """Why a literal is not a CIDR (the check-time hook of `cidr(string)`), or None."""
+    """Why `text` is not a CIDR, or None."""
     try:
         _parse_cidr(text) if type(text) is str else None
     except _Invalid as e:
@@ -261,13 +262,13 @@ def network_functions() -> dict[str, FunctionDecl]:
         FunctionDecl(
             "ip",
             (
-                Overload("string_to_ip", (STRING,), ip_t, impl=ip, literal_checks=((0, ip_issue),)),
+                Overload("string_to_ip", (STRING,), ip_t, impl=ip),
                 _m("cidr_ip", (cidr_t,), ip_t, cidr_ip),
             ),
         ),
         FunctionDecl(
             "cidr",
-            (Overload("string_to_cidr", (STRING,), cidr_t, impl=cidr, literal_checks=((0, cidr_issue),)),),
+            (Overload("string_to_cidr", (STRING,), cidr_t, impl=cidr),),
         ),
         FunctionDecl("isIP", (Overload("is_ip", (STRING,), BOOL, impl=is_ip),)),
         FunctionDecl("isCIDR", (Overload("is_cidr", (STRING,), BOOL, impl=is_cidr),)),
