@@ -1,4 +1,4 @@
-"""Kubernetes quantity parsing, scaling and formatting."""
+"""Kubernetes quantity parsing, scaling and formatting, and the CEL quantity library."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from policyd.cel.program import CelCompileError, compile_expression
 from policyd.errors import ClusterDataError, PolicydError
 from policyd.quantity import QuantityError, format_quantity, parse_quantity, to_int, to_milli
+from tests.unit.cel.library_cases import ENV, ev
 
 
 @pytest.mark.parametrize(
@@ -178,3 +180,14 @@ def test_integers_parse_exactly(n: int) -> None:
 def test_binary_suffix_is_power_of_1024(n: int, suffix: str) -> None:
     power = {"Ki": 1, "Mi": 2, "Gi": 3}[suffix]
     assert parse_quantity(f"{n}{suffix}") == n * 1024**power
+
+
+@pytest.mark.parametrize(("text", "expected"), [("-250m", -1), ("0", 0), ("+0.0", 0), ("3Gi", 1)])
+def test_cel_sign_is_a_global_function(text: str, expected: int) -> None:
+    assert ev("sign(quantity(s))", s=text) == expected
+
+
+def test_cel_sign_has_no_receiver_form() -> None:
+    # Kubernetes declares `sign` with cel.Overload (not MemberOverload): `q.sign()` does not check.
+    with pytest.raises(CelCompileError, match="found no matching overload for 'sign'"):
+        compile_expression("quantity('2').sign()", ENV)

@@ -80,7 +80,7 @@ def q_compare_to(a: Any, b: Any) -> int:
 
 
 def q_sign(a: Any) -> int:
-    """`q.sign()`."""
+    """`sign(q)`: -1, 0 or 1 (a global function in Kubernetes, though its docs write `q.sign()`)."""
     x = _q(a)
     return (x > 0) - (x < 0)
 
@@ -127,7 +127,7 @@ def quantity_functions() -> dict[str, FunctionDecl]:
         FunctionDecl("isGreaterThan", (_m("quantity_is_greater_than", (q, q), BOOL, q_is_greater_than),)),
         FunctionDecl("isLessThan", (_m("quantity_is_less_than", (q, q), BOOL, q_is_less_than),)),
         FunctionDecl("compareTo", (_m("quantity_compare_to", (q, q), INT, q_compare_to),)),
-        FunctionDecl("sign", (_m("quantity_sign", (q,), INT, q_sign),)),
+        FunctionDecl("sign", (Overload("quantity_sign", (q,), INT, impl=q_sign),)),
         FunctionDecl("isInteger", (_m("quantity_is_integer", (q,), BOOL, q_is_integer),)),
         FunctionDecl("asInteger", (_m("quantity_as_integer", (q,), INT, q_as_integer),)),
         FunctionDecl(
