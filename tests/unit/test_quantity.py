@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from policyd.cel.program import CelCompileError, compile_expression
-from policyd.errors import ClusterDataError, PolicydError
+from policyd.errors import CelEvalError, ClusterDataError, PolicydError
 from policyd.quantity import QuantityError, format_quantity, parse_quantity, to_int, to_milli
 from tests.unit.cel.library_cases import ENV, ev
 
@@ -191,3 +191,41 @@ def test_cel_sign_has_no_receiver_form() -> None:
     # Kubernetes declares `sign` with cel.Overload (not MemberOverload): `q.sign()` does not check.
     with pytest.raises(CelCompileError, match="found no matching overload for 'sign'"):
         compile_expression("quantity('2').sign()", ENV)
+
+
+@pytest.mark.parametrize(
+    ("text", "integer"),
+    [
+        ("1k", True),  # held as 1 x 10^3
+        ("3Gi", True),
+        ("1e3", True),
+        ("-5", True),
+        ("1E", True),  # 10^18 still fits int64
+        ("50.703k", True),  # 50703 at scale 0
+        ("1000m", False),  # 1000 x 10^-3: a negative scale is never an int64 for apimachinery
+        ("1.0", False),
+        ("0.0", False),
+        ("1.5Gi", False),  # a fraction with a binary suffix: inf.Dec
+        ("9223372036854775807", False),  # 19 digits: beyond the fast path's 18
+        ("1e19", False),  # 10^19 overflows int64
+    ],
+)
+def test_cel_is_integer_follows_how_apimachinery_holds_the_quantity(text: str, integer: bool) -> None:
+    assert ev("quantity(s).isInteger()", s=text) is integer
+    if integer:
+        assert ev("quantity(s).asInteger()", s=text) == int(parse_quantity(text))
+    else:
+        with pytest.raises(CelEvalError, match="cannot convert value to integer"):
+            ev("quantity(s).asInteger()", s=text)
+
+
+def test_cel_add_and_sub_keep_apimachinery_s_scale() -> None:
+    # int64Amount.Add works at the smaller scale: a milli operand leaves the sum at 10^-3
+    assert ev("quantity('1k').add(quantity('1000m')).isInteger()") is False
+    assert ev("quantity('1k').add(quantity('1k')).asInteger()") == 2000
+    assert ev("quantity('0').add(quantity('1000m')).isInteger()") is False
+    assert ev("quantity('1500m').sub(quantity('500m')).isInteger()") is False
+    assert ev("quantity('2').add(3).asInteger()") == 5
+    # leaving int64 moves it to inf.Dec, never back
+    assert ev("quantity('9e18').add(quantity('9e18')).isInteger()") is False
+    assert ev("quantity('1.5Gi').sub(quantity('0.5Gi')).isInteger()") is False

@@ -1,12 +1,17 @@
 """Kubernetes' quantity library: `quantity(s)`, `isQuantity`, arithmetic and comparisons.
 
 Declarations follow k8s.io/apiserver/pkg/cel/library/quantity.go; quantities are parsed by
-`policyd.quantity` and carried as `policyd.cel.values.Quantity` (exact fractions).
+`policyd.quantity` and carried as `policyd.cel.values.Quantity` (exact fractions). `isInteger` and
+`asInteger` are apimachinery's `Quantity.AsInt64`, which answers from how the value is held, not from
+the value alone: `quantity("1000m").isInteger()` is false, as `quantity("1k")` is true. So each
+quantity also carries that form (`int64Amount` or not), from parsing (`held_amount`) and through
+`add` / `sub` as apimachinery's arithmetic keeps or leaves it.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -27,9 +32,91 @@ def quantity(text: Any) -> Quantity:
     if type(text) is not str:
         raise rt.no_overload("quantity", text)
     try:
-        return Quantity(parse_quantity(text), text)
+        value = parse_quantity(text)
     except Exception as e:  # noqa: BLE001 - any parse failure is a CEL error
         raise CelEvalError(f"invalid quantity {text!r}: {e}") from None
+    amount = held_amount(text)
+    return Quantity(value, text, amount, decimal=amount is None)
+
+
+# --- how apimachinery holds a quantity (resource.ParseQuantity, int64Amount) ----------------------
+
+_MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds
+_NANO = -9
+_PARTS = re.compile(r"([+-]?)0*(\d*)(?:\.(\d*))?(.*)\Z")
+_DECIMAL_SI = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def held_amount(text: str) -> tuple[int, int] | None:
+    """The int64Amount (mantissa, scale) ParseQuantity gives valid `text`, or None for its inf.Dec
+    form: decimal digits that fit 18 places at a scale of nano or above, or a binary suffix on an
+    integer small enough for its rough precision bound."""
+    if text == "0":
+        return (0, 0)
+    m = _PARTS.match(text)
+    if m is None:
+        return None
+    sign, num, denom, suffix = m.group(1), m.group(2) or "0", m.group(3) or "", m.group(4)
+    mantissa = 1
+    if suffix in _BINARY_SI:
+        exponent = _BINARY_SI[suffix]
+        if denom:
+            return None
+        mantissa = 1 << exponent
+        precision = 15 - len(num) - exponent * 3 // 10 - 1
+        scale = 0
+    else:
+        scale = _DECIMAL_SI[suffix] if suffix in _DECIMAL_SI else int(suffix[1:])
+        precision = _MAX_INT64_FACTORS - len(num) - len(denom)
+    scale -= len(denom)
+    if precision < 0 or scale < _NANO:
+        return None
+    result = int(num + denom) * mantissa
+    if result > INT64_MAX:
+        return None
+    return (-result if sign == "-" else result, scale)
+
+
+def _int64(v: int) -> int | None:
+    return v if INT64_MIN <= v <= INT64_MAX else None
+
+
+def _scaled(value: int, scale: int) -> int | None:
+    """positiveScaleInt64: value x 10^scale, None on int64 overflow."""
+    return _int64(value * 10**scale)
+
+
+def _add_amounts(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """int64Amount.Add: the sum at the smaller scale, None when it leaves int64."""
+    (av, ascale), (bv, bscale) = a, b
+    if bv == 0:
+        return a
+    if av == 0:
+        return b
+    if ascale > bscale:
+        shifted = _scaled(av, ascale - bscale)
+        total = None if shifted is None else _int64(shifted + bv)
+        return None if total is None else (total, bscale)
+    shifted = _scaled(bv, bscale - ascale)
+    total = None if shifted is None else _int64(av + shifted)
+    return None if total is None else (total, ascale)
+
+
+def _arith(a: Any, b: Any, negate: bool) -> Quantity:
+    x, y = _q(a), _q(b)
+    value = x - y if negate else x + y
+    ha, hb = _held(a), _held(b)
+    amount = None
+    if ha is not None and hb is not None and not (negate and hb[0] == INT64_MIN):
+        amount = _add_amounts(ha, (-hb[0], hb[1]) if negate else hb)
+    return Quantity(value, format_quantity(value), amount, decimal=amount is None)
+
+
+def _held(v: Any) -> tuple[int, int] | None:
+    if type(v) is Quantity:
+        return v.held
+    return (v, 0)  # an int operand: resource.NewQuantity(v, DecimalExponent)
 
 
 def is_quantity(text: Any) -> bool:
@@ -49,18 +136,14 @@ def _q(v: Any) -> Fraction:
     raise rt.no_overload("quantity operation", v)
 
 
-def _format(value: Fraction) -> Quantity:
-    return Quantity(value, format_quantity(value))
-
-
 def q_add(a: Any, b: Any) -> Quantity:
     """`q.add(quantity|int)`."""
-    return _format(_q(a) + _q(b))
+    return _arith(a, b, negate=False)
 
 
 def q_sub(a: Any, b: Any) -> Quantity:
     """`q.sub(quantity|int)`."""
-    return _format(_q(a) - _q(b))
+    return _arith(a, b, negate=True)
 
 
 def q_is_greater_than(a: Any, b: Any) -> bool:
@@ -85,17 +168,26 @@ def q_sign(a: Any) -> int:
     return (x > 0) - (x < 0)
 
 
+def _as_int64(a: Any) -> int | None:
+    """Quantity.AsInt64: only an int64Amount at scale 0 or above whose value fits int64."""
+    _q(a)
+    held = _held(a)
+    if held is None or held[1] < 0:
+        return None
+    return _scaled(*held)
+
+
 def q_is_integer(a: Any) -> bool:
-    """`q.isInteger()`: the value is integral and fits int64."""
-    x = _q(a)
-    return x.denominator == 1 and INT64_MIN <= x.numerator <= INT64_MAX
+    """`q.isInteger()`: `asInteger` would succeed."""
+    return _as_int64(a) is not None
 
 
 def q_as_integer(a: Any) -> int:
-    """`q.asInteger()`: error when not integral or out of int64 range."""
-    if not q_is_integer(a):
+    """`q.asInteger()`: error when apimachinery cannot give the value as an int64 directly."""
+    value = _as_int64(a)
+    if value is None:
         raise CelEvalError("cannot convert value to integer")
-    return int(_q(a))
+    return value
 
 
 def q_as_approximate_float(a: Any) -> float:
