@@ -191,16 +191,7 @@ def _storage(rng: random.Random, scenario: str, nodes: list[Obj], pods: list[Obj
             }
         if affinity == "zone-label":
             pv["metadata"]["labels"][ZONE] = rng.choice(zones)
-        pvc: Obj = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim, "namespace": scenario},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "resources": {"requests": {"storage": "1Gi"}},
-                "storageClassName": cls,
-            },
-        }
+        pvc = _claim(scenario, claim, cls)
         bound = cls == immediate and rng.random() < 0.8 or rng.random() < 0.4
         if bound:  # as the PV controller leaves a bound pair
             pvc["metadata"]["annotations"] = {BIND_COMPLETED: "yes"}
@@ -256,25 +247,27 @@ def _provisioning(rng: random.Random, scenario: str, nodes: list[Obj], pods: lis
     claims = [f"d{i}" for i in range(rng.randint(1, 3))]
     out = [cls]
     for claim in claims:
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": claim, "namespace": scenario},
-                "spec": {
-                    "accessModes": ["ReadWriteOnce"],
-                    "resources": {"requests": {"storage": "1Gi"}},
-                    "storageClassName": cls["metadata"]["name"],
-                },
-                "status": {"phase": "Pending"},
-            }
-        )
+        out.append({**_claim(scenario, claim, cls["metadata"]["name"]), "status": {"phase": "Pending"}})
     for pod in pods:
         if rng.random() < 0.3:
             claim = rng.choice(claims)
             volume = {"name": f"v-{claim}", "persistentVolumeClaim": {"claimName": claim}}
             pod["spec"]["volumes"] = [*pod["spec"].get("volumes", []), volume]
     return out
+
+
+def _claim(scenario: str, name: str, cls: str) -> Obj:
+    """A 1Gi ReadWriteOnce claim of class `cls`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": scenario},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": cls,
+        },
+    }
 
 
 def _quantity_cpu(millis: int) -> str:
