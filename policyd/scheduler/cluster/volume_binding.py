@@ -262,7 +262,8 @@ def find_pod_volumes(
     static: list[StaticBinding] = []
     provision: list[str] = []
     to_match: list[KubeObject] = []
-    to_provision: list[KubeObject] = []  # claims another pod had provisioned here, then those no PV fits
+    # claims already given this node (selected-node), then those no PV fits
+    to_provision: list[KubeObject] = []
     keys = tuple(claim_key(c) for c in (*claims.bound, *claims.to_bind))
     for claim in claims.to_bind:
         selected = ((claim.get("metadata") or {}).get("annotations") or {}).get(ANN_SELECTED_NODE)
