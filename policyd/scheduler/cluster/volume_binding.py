@@ -213,21 +213,11 @@ def _has_enough_capacity(
     size = _bytes(requests["storage"])
     if size is None:  # the API server accepts no such claim
         return True
-    for capacity in store.capacities():
-        if capacity.get("storageClassName") != class_name:
-            continue
+    for capacity, topology in store.capacities_near(class_name, node_labels):
         limit = capacity.get("maximumVolumeSize")
         room = _bytes(capacity.get("capacity") if limit is None else limit)
-        if room is None or room < size:
-            continue
-        topology = capacity.get("nodeTopology")
-        if topology is None:
-            continue  # unavailable
-        try:
-            if parse_label_selector(topology).matches(node_labels):
-                return True
-        except (PolicydError, ValueError, TypeError, AttributeError):
-            continue  # a selector kube-scheduler cannot convert gives no access
+        if room is not None and room >= size and topology.matches(node_labels):
+            return True
     return False
 
 

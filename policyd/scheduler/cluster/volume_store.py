@@ -12,9 +12,12 @@ undoes it (bind failure, permit rejection); an informer update of an object repl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from policyd.errors import PolicydError
+from policyd.scheduler.cluster.selectors import LabelSelector, parse_label_selector
 
 KubeObject = Mapping[str, Any]
 
@@ -106,6 +109,36 @@ def with_selected_node(claim: KubeObject, node: str) -> dict[str, Any]:
     return {**claim, "metadata": meta}
 
 
+@dataclass
+class _ClassCapacities:
+    """The CSIStorageCapacities of one StorageClass, with their parsed node topologies: those whose
+    topology has matchLabels by one of its pairs (a node can only match them through its own labels),
+    the others apart."""
+
+    keyed: dict[tuple[str, str], list[tuple[KubeObject, LabelSelector]]] = field(default_factory=dict)
+    unkeyed: list[tuple[KubeObject, LabelSelector]] = field(default_factory=list)
+
+
+def _index_capacities(capacities: Iterable[KubeObject]) -> dict[str, _ClassCapacities]:
+    index: dict[str, _ClassCapacities] = {}
+    for capacity in capacities:
+        topology = capacity.get("nodeTopology")
+        if not isinstance(topology, Mapping):
+            continue  # no topology: available on no node
+        try:
+            selector = parse_label_selector(topology)
+        except (PolicydError, ValueError, TypeError, AttributeError):
+            continue  # a topology kube-scheduler cannot convert gives no node access
+        entry = index.setdefault(str(capacity.get("storageClassName") or ""), _ClassCapacities())
+        labels = topology.get("matchLabels") or {}
+        if isinstance(labels, Mapping) and labels:
+            key, value = min(labels.items())
+            entry.keyed.setdefault((str(key), str(value)), []).append((capacity, selector))
+        else:
+            entry.unkeyed.append((capacity, selector))
+    return index
+
+
 class VolumeStore:
     """Storage objects by kind and key, with the claims of assumed pods (scheduling thread only)."""
 
@@ -114,6 +147,7 @@ class VolumeStore:
         # pod key -> (kind, key, the informer's object before the assume) of what it assumed
         self._assumed: dict[str, list[tuple[str, str, KubeObject | None]]] = {}
         self.generation = 0
+        self._capacity_index: dict[str, _ClassCapacities] | None = None  # built when first read
 
     # -- informer side ------------------------------------------------------------------------
 
@@ -121,6 +155,8 @@ class VolumeStore:
         """An object was added or changed (replaces an assumed copy of it)."""
         key = object_key(kind, obj)
         self._objects[kind][key] = obj
+        if kind == CSI_STORAGE_CAPACITY:
+            self._capacity_index = None
         for entries in self._assumed.values():
             entries[:] = [e for e in entries if (e[0], e[1]) != (kind, key)]
         self.generation += 1
@@ -128,6 +164,8 @@ class VolumeStore:
     def remove(self, kind: str, obj: KubeObject) -> None:
         """An object was deleted."""
         self._objects[kind].pop(object_key(kind, obj), None)
+        if kind == CSI_STORAGE_CAPACITY:
+            self._capacity_index = None
         self.generation += 1
 
     # -- reads ----------------------------------------------------------------------------------
@@ -163,6 +201,21 @@ class VolumeStore:
     def capacities(self) -> Iterator[KubeObject]:
         """Every CSIStorageCapacity."""
         return iter(self._objects[CSI_STORAGE_CAPACITY].values())
+
+    def capacities_near(
+        self, class_name: str, node_labels: Mapping[str, str]
+    ) -> Iterator[tuple[KubeObject, LabelSelector]]:
+        """The CSIStorageCapacities of `class_name` whose node topology may select a node labelled
+        `node_labels` (a superset: the caller matches the selector), each with that selector; one
+        without a topology, or with one that does not parse, selects no node and is left out."""
+        if self._capacity_index is None:
+            self._capacity_index = _index_capacities(self._objects[CSI_STORAGE_CAPACITY].values())
+        entry = self._capacity_index.get(class_name)
+        if entry is None:
+            return
+        yield from entry.unkeyed
+        for pair in node_labels.items():
+            yield from entry.keyed.get(pair, ())
 
     def count(self, kind: str) -> int:
         """Number of objects of `kind`."""

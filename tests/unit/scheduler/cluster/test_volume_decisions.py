@@ -354,3 +354,31 @@ def test_csi_limit_from_the_csinode_else_node_allocatable() -> None:
     )
     assert volume_limit(pod(uses("c")), node, [], store, "d.example.com")["limit"] == 2
     assert volume_limit(pod(uses("c")), {"name": "n2"}, [], store, "d.example.com")["limit"] == -1
+
+
+def test_capacity_lookup_follows_updates_and_every_selector_form() -> None:
+    store = store_of(
+        CAPACITY_CLASS, driver(True), (PERSISTENT_VOLUME_CLAIM, pvc("c", "10Gi", storageClassName="fast"))
+    )
+    claims = pod_claims(pod(uses("c")), store)
+
+    def verdicts() -> list[str]:
+        return [find_pod_volumes(claims, store, node)[0]["c"] for node in (Z1, Z2)]
+
+    assert verdicts() == [REASON_NOT_ENOUGH_SPACE] * 2
+    # added after the first lookup, then grown, then removed
+    store.upsert(*capacity("z1", "5Gi", "z1"))
+    assert verdicts() == [REASON_NOT_ENOUGH_SPACE] * 2
+    store.upsert(*capacity("z1", "50Gi", "z1"))
+    assert verdicts() == ["", REASON_NOT_ENOUGH_SPACE]
+    store.remove(*capacity("z1", "50Gi", "z1"))
+    assert verdicts() == [REASON_NOT_ENOUGH_SPACE] * 2
+    # matchLabels on two keys must both match; matchExpressions alone select too
+    both = capacity(
+        "host-z2", "50Gi", None, nodeTopology={"matchLabels": {"zone": "z2", "kubernetes.io/hostname": "n1"}}
+    )
+    store.upsert(*both)
+    assert verdicts() == [REASON_NOT_ENOUGH_SPACE] * 2
+    expr = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]}
+    store.upsert(*capacity("z2-expr", "50Gi", None, nodeTopology=expr))
+    assert verdicts() == [REASON_NOT_ENOUGH_SPACE, ""]
