@@ -176,6 +176,10 @@ def _semantic_problems(kind: str, obj: Mapping[str, Any]) -> Iterator[tuple[str,
     if kind == "Pod" and isinstance(spec, Mapping):
         yield from _container_problems(spec)
         yield from _quantity_problems(spec.get("overhead"), ["spec", "overhead"])
+        pod_level = spec.get("resources")
+        if isinstance(pod_level, Mapping):
+            for part in ("requests", "limits"):
+                yield from _quantity_problems(pod_level.get(part), ["spec", "resources", part])
         yield from _toleration_problems(spec)
     elif kind == "Node":
         status = obj.get("status")

@@ -251,6 +251,7 @@ POD_SPEC = _obj(
     schedulerName=STRING,
     preemptionPolicy=STRING,
     overhead=STRING_MAP,
+    resources=RESOURCE_REQUIREMENTS,
     topologySpreadConstraints=list_of(TOPOLOGY_SPREAD_CONSTRAINT),
     hostNetwork=BOOL,
     volumes=list_of(DYN),

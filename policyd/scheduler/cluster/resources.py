@@ -1,6 +1,9 @@
 """A pod's resource requests as kube-scheduler counts them (effective requests, non-zero requests, limits).
 
 Quantities are parsed exactly and scaled to policyd's integer units (cpu in millicores, else units).
+Pod-level resources (`spec.resources`, PodLevelResources: beta and on by default since Kubernetes
+1.34) replace the containers' aggregate for the resources they name (cpu, memory, hugepages-*), before
+the overhead is added, as component-helpers' PodRequests and PodLimits do.
 """
 
 from __future__ import annotations
@@ -121,6 +124,7 @@ def pod_resources(
             [c.get("resources") for c in containers],
             [(c.get("resources"), c.get("restartPolicy")) for c in inits],
             spec.get("overhead"),
+            spec.get("resources"),
         )
     )
     hit = _RESOURCE_MEMO.get(key)
@@ -142,17 +146,48 @@ def _compute_resources(
     i_reqs = [_container_requests(c, f"{where}: spec.initContainers[{i}]") for i, c in enumerate(inits)]
     restartable = [c.get("restartPolicy") == "Always" for c in inits]
     overhead = quantities(spec.get("overhead"), f"{where}: spec.overhead")
+    pod_requests, pod_limits = _pod_level(spec, [*c_reqs, *i_reqs], where)
 
-    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), overhead)
+    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), {})
+    effective.update(pod_requests)
+    _add(effective, overhead)
     for res in ALWAYS_REQUESTED:
         effective.setdefault(res, Fraction(0))
     non_zero = _effective(
         [_non_zero(r) for r in c_reqs],
         [(_non_zero(r), rs) for r, rs in zip(i_reqs, restartable, strict=True)],
-        {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS},
+        {},
     )
+    non_zero.update({k: v for k, v in pod_requests.items() if k in _NON_ZERO_DEFAULTS})
+    _add(non_zero, {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS})
     limits: dict[str, Fraction] = {}
     for i, c in enumerate(containers):
         resources = mapping(c.get("resources"), f"{where}: spec.containers[{i}].resources")
         _add(limits, quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
+    limits.update(pod_limits)
     return to_ints(effective), to_ints(non_zero), to_ints(limits)
+
+
+def _pod_level_resource(name: str) -> bool:
+    """IsSupportedPodLevelResource: cpu, memory and hugepages."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _pod_level(
+    spec: Mapping[str, Any], container_requests: list[dict[str, Fraction]], where: str
+) -> tuple[dict[str, Fraction], dict[str, Fraction]]:
+    """The pod-level requests and limits of the supported resources. A limit without a request
+    defaults the request to itself when no container requests that resource (the API server's
+    defaulting; when one does, the request defaults to the containers' aggregate, which is the
+    value used without it)."""
+    resources = mapping(spec.get("resources"), f"{where}: spec.resources")
+    if not resources:
+        return {}, {}
+    requests = quantities(resources.get("requests"), f"{where}: spec.resources.requests")
+    limits = quantities(resources.get("limits"), f"{where}: spec.resources.limits")
+    requests = {k: v for k, v in requests.items() if _pod_level_resource(k)}
+    limits = {k: v for k, v in limits.items() if _pod_level_resource(k)}
+    for name, limit in limits.items():
+        if name not in requests and not any(name in reqs for reqs in container_requests):
+            requests[name] = limit
+    return requests, limits

@@ -124,3 +124,13 @@ def test_storage_capacity_sizes_are_quantities() -> None:
         'csistoragecapacity kube-system/fast-a: capacity: invalid quantity "lots"',
         'csistoragecapacity kube-system/fast-a: maximumVolumeSize: Invalid value: "-1Gi": must be greater than or equal to 0',
     ]
+
+
+def test_pod_level_resources_load_and_their_quantities_are_checked() -> None:
+    good = pod("x", resources={"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}})
+    loaded = load_cluster_text(yaml.safe_dump_all([node(), good]), "c.yaml")
+    assert loaded.pods[0]["spec"]["resources"]["requests"]["cpu"] == "2"
+    found = errors(node(), pod("y", resources={"requests": {"cpu": "lots"}}))
+    assert [e.split(": ", 1)[1] for e in found] == [
+        'pod default/y: spec.resources.requests.cpu: invalid quantity "lots"'
+    ]

@@ -104,6 +104,36 @@ def test_limits_stand_in_for_missing_requests_and_are_summed() -> None:
     assert pv.cel["limits"] == {"cpu": 3000, "memory": GI}
 
 
+def test_pod_level_resources_replace_the_containers_aggregate() -> None:
+    pod = make_pod(
+        "p",
+        containers=[
+            make_container("a", "200m", "100Mi", extended={"nvidia.com/gpu": 1}),
+            make_container("b"),
+        ],
+        overhead={"cpu": "50m"},
+    )
+    pod["spec"]["resources"] = {"requests": {"cpu": "1", "nvidia.com/gpu": "4"}, "limits": {"memory": "1Gi"}}
+    pv = pod_info(pod)
+    # cpu from the pod level, then the overhead; a resource the pod level cannot carry stays the
+    # containers'; memory: a container requests it, so its pod-level request defaults to the aggregate
+    assert pv.requests["cpu"] == 1050
+    assert pv.requests["nvidia.com/gpu"] == 1
+    assert pv.requests["memory"] == 100 * MI
+    # scoring: the pod-level cpu, memory with container b's scoring default
+    assert pv.non_zero_requests == {"cpu": 1050, "memory": 100 * MI + 200 * MI}
+    assert pv.cel["limits"]["memory"] == GI
+    assert pv.cel["spec"]["resources"]["requests"]["cpu"] == "1"
+
+
+def test_a_pod_level_limit_is_the_request_when_no_container_requests_the_resource() -> None:
+    pod = make_pod("p", containers=[make_container("a"), make_container("b")])
+    pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "512Mi"}}
+    pv = pod_info(pod)
+    assert (pv.requests["cpu"], pv.requests["memory"]) == (2000, 512 * MI)
+    assert pv.non_zero_requests == {"cpu": 2000, "memory": 512 * MI}
+
+
 def test_extended_and_hugepages_resources_are_units_and_bytes() -> None:
     pv = pod_info(make_pod("p", cpu="1", extended={"nvidia.com/gpu": 2, "hugepages-2Mi": "64Mi"}))
     assert pv.requests["nvidia.com/gpu"] == 2
