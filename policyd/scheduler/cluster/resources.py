@@ -177,9 +177,9 @@ def _pod_level(
     spec: Mapping[str, Any], container_requests: list[dict[str, Fraction]], where: str
 ) -> tuple[dict[str, Fraction], dict[str, Fraction]]:
     """The pod-level requests and limits of the supported resources. A limit without a request
-    defaults the request to itself when no container requests that resource (the API server's
-    defaulting; when one does, the request defaults to the containers' aggregate, which is the
-    value used without it)."""
+    defaults the request to itself (the API server's defaulting), except for cpu and memory when a
+    container requests them: then the request defaults to the containers' aggregate, the value used
+    without it."""
     resources = mapping(spec.get("resources"), f"{where}: spec.resources")
     if not resources:
         return {}, {}
@@ -188,6 +188,7 @@ def _pod_level(
     requests = {k: v for k, v in requests.items() if _pod_level_resource(k)}
     limits = {k: v for k, v in limits.items() if _pod_level_resource(k)}
     for name, limit in limits.items():
-        if name not in requests and not any(name in reqs for reqs in container_requests):
+        overcommittable = not name.startswith("hugepages-")
+        if name not in requests and not (overcommittable and any(name in r for r in container_requests)):
             requests[name] = limit
     return requests, limits

@@ -127,11 +127,15 @@ def test_pod_level_resources_replace_the_containers_aggregate() -> None:
 
 
 def test_a_pod_level_limit_is_the_request_when_no_container_requests_the_resource() -> None:
-    pod = make_pod("p", containers=[make_container("a"), make_container("b")])
-    pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "512Mi"}}
+    pod = make_pod(
+        "p", containers=[make_container("a"), make_container("b", extended={"hugepages-2Mi": "2Mi"})]
+    )
+    pod["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "512Mi", "hugepages-2Mi": "8Mi"}}
     pv = pod_info(pod)
     assert (pv.requests["cpu"], pv.requests["memory"]) == (2000, 512 * MI)
     assert pv.non_zero_requests == {"cpu": 2000, "memory": 512 * MI}
+    # hugepages cannot be overcommitted: the pod-level limit is the request even where a container asks
+    assert pv.requests["hugepages-2Mi"] == 8 * MI
 
 
 def test_extended_and_hugepages_resources_are_units_and_bytes() -> None:
