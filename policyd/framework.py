@@ -262,6 +262,8 @@ EVENT_NODE_OTHER = "NodeOtherChange"  # status, images, conditions, annotations
 EVENT_POD_ASSIGNED_ADD = "AssignedPodAdd"
 EVENT_POD_ASSIGNED_UPDATE = "AssignedPodUpdate"
 EVENT_POD_ASSIGNED_DELETE = "AssignedPodDelete"
+# an assigned pod now asks less of some resource (an in-place resize scaled it down)
+EVENT_POD_ASSIGNED_SCALE_DOWN = "AssignedPodScaleDown"
 EVENT_POLICY_CHANGE = "PolicyChange"
 # a PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode or CSIDriver was added, changed or deleted
 EVENT_STORAGE_CHANGE = "StorageChange"
@@ -276,6 +278,7 @@ ALL_EVENTS = frozenset(
         EVENT_POD_ASSIGNED_ADD,
         EVENT_POD_ASSIGNED_UPDATE,
         EVENT_POD_ASSIGNED_DELETE,
+        EVENT_POD_ASSIGNED_SCALE_DOWN,
         EVENT_POLICY_CHANGE,
         EVENT_STORAGE_CHANGE,
     }

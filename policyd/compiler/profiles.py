@@ -56,7 +56,14 @@ _READ_EVENTS: dict[str, frozenset[str]] = {
         }
     ),
 }
-_RESOURCE_EVENTS = frozenset({pl.EVENT_POD_ASSIGNED_DELETE, pl.EVENT_NODE_ALLOCATABLE, pl.EVENT_NODE_ADD})
+_RESOURCE_EVENTS = frozenset(
+    {
+        pl.EVENT_POD_ASSIGNED_DELETE,
+        pl.EVENT_POD_ASSIGNED_SCALE_DOWN,
+        pl.EVENT_NODE_ALLOCATABLE,
+        pl.EVENT_NODE_ADD,
+    }
+)
 for _read in ("node.free", "node.requested", "node.pods", "node.podCount", "node.usedPorts"):
     _READ_EVENTS[_read] = _RESOURCE_EVENTS
 

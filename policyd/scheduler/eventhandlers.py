@@ -26,6 +26,7 @@ from policyd.framework import (
     EVENT_NODE_TAINTS,
     EVENT_POD_ASSIGNED_ADD,
     EVENT_POD_ASSIGNED_DELETE,
+    EVENT_POD_ASSIGNED_SCALE_DOWN,
     EVENT_POD_ASSIGNED_UPDATE,
     EVENT_POLICY_CHANGE,
     EVENT_STORAGE_CHANGE,
@@ -75,6 +76,12 @@ def _node_change_events(old: KubeObject, new: KubeObject) -> list[str]:
     } != {k: v for k, v in nst.items() if k != "allocatable"}:
         events.append(EVENT_NODE_OTHER)
     return events
+
+
+def _scaled_down(before: PodInfoLike, after: PodInfoLike) -> bool:
+    """`after` requests less of some resource than `before` (an in-place resize down)."""
+    now = after.cel.get("requests") or {}
+    return any(now.get(name, 0) < value for name, value in (before.cel.get("requests") or {}).items())
 
 
 def _spec_changed(old: KubeObject, new: KubeObject) -> bool:
@@ -280,8 +287,11 @@ class EventHandlers:
             if not was_assigned:
                 self._assigned_pod_added(pod)
             else:
+                before = self.cache.pod(pod.key)
                 self.cache.update_pod(pod)
                 self._move(EVENT_POD_ASSIGNED_UPDATE)
+                if before is not None and _scaled_down(before, pod):
+                    self._move(EVENT_POD_ASSIGNED_SCALE_DOWN)  # kube-scheduler's UpdatePodScaleDown
             return
         if pod.deleting:
             self._pending_pod_gone(pod.key)

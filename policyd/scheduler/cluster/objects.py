@@ -17,7 +17,13 @@ from policyd.cel.values import Timestamp
 from policyd.errors import ClusterDataError
 from policyd.policy import k8s_types as kt
 from policyd.scheduler.cluster.projection import NANOS, cel_timestamp, mapping, project
-from policyd.scheduler.cluster.resources import ALWAYS_REQUESTED, pod_resources, quantities, to_ints
+from policyd.scheduler.cluster.resources import (
+    ALWAYS_REQUESTED,
+    pod_resources,
+    quantities,
+    status_resources,
+    to_ints,
+)
 
 # the API server's default spec.schedulerName (kube-scheduler's); policyd's own: framework.DEFAULT_PROFILE
 API_DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -76,6 +82,11 @@ class PodInfo:
         cel = dict(self.cel)
         cel["nominatedNodeName"] = node_name
         return replace(self, nominated_node_name=node_name, cel=cel)
+
+
+def _status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}
 
 
 def _evolve(info: PodInfo, **changes: Any) -> PodInfo:
@@ -144,7 +155,7 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
 
     containers = _containers(spec, "containers", f"{where}: spec")
     inits = _containers(spec, "initContainers", f"{where}: spec")
-    requests, non_zero, limits = pod_resources(spec, containers, inits, where)
+    requests, non_zero, limits = pod_resources(spec, containers, inits, where, status)
 
     sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
     host_ports = _host_ports([*containers, *sidecars], f"{where}: spec.containers")
@@ -233,7 +244,8 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
 
     When only spec.nodeName, status and metadata.resourceVersion changed (a bind, a condition, a
     nomination: most pod updates a scheduler sees), it is derived from `prev` without converting
-    the spec again; otherwise it is converted afresh (`pod_info`). Both give equal objects.
+    the spec again; otherwise it is converted afresh (`pod_info`), also when the status parts its
+    requests depend on changed (an in-place resize). Both give equal objects.
     """
     old = prev.raw
     meta, old_meta = obj.get("metadata"), old.get("metadata")
@@ -247,6 +259,7 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
         and isinstance(meta.get("resourceVersion", ""), str)
         and _without(meta, _META_VOLATILE) == _without(old_meta, _META_VOLATILE)
         and _without(spec, ("nodeName",)) == _without(old_spec, ("nodeName",))
+        and status_resources(_status_of(obj)) == status_resources(_status_of(old))
     ):
         return pod_info(obj)
     where = f"pod {prev.key}"

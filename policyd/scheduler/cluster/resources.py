@@ -4,6 +4,13 @@ Quantities are parsed exactly and scaled to policyd's integer units (cpu in mill
 Pod-level resources (`spec.resources`, PodLevelResources: beta and on by default since Kubernetes
 1.34) replace the containers' aggregate for the resources they name (cpu, memory, hugepages-*), before
 the overhead is added, as component-helpers' PodRequests and PodLimits do.
+
+A pod being resized in place (InPlacePodVerticalScaling, on by default since 1.33) counts, per
+resource, the most of what its spec asks, what the kubelet allocated to its containers
+(`status.containerStatuses[].allocatedResources`) and what they run with (`...resources.requests`),
+each aggregated over the containers as the spec is; when the resize is infeasible (the
+PodResizePending condition, reason Infeasible), the spec is left out. kube-scheduler counts pods so
+(`UseStatusResources`) since 1.33.
 """
 
 from __future__ import annotations
@@ -108,28 +115,53 @@ _RESOURCE_MEMO: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]]
 _RESOURCE_MEMO_SIZE = 4096
 
 
+def status_resources(status: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a pod's status its requests depend on (in-place resize): each container's allocated
+    and actual resources, and whether the resize is infeasible; () when there is none of it."""
+    statuses = [
+        (c.get("name"), c.get("allocatedResources"), (c.get("resources") or {}).get("requests"))
+        for part in ("containerStatuses", "initContainerStatuses")
+        for c in status.get(part) or ()
+        if isinstance(c, Mapping)
+        and (c.get("allocatedResources") is not None or c.get("resources") is not None)
+    ]
+    if not statuses:
+        return ()
+    infeasible = any(
+        isinstance(c, Mapping) and c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+        for c in status.get("conditions") or ()
+    )
+    return (tuple(statuses), infeasible)
+
+
 def pod_resources(
     spec: Mapping[str, Any],
     containers: list[Mapping[str, Any]],
     inits: list[Mapping[str, Any]],
     where: str,
+    status: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """Effective requests, non-zero requests and limits of a pod (fresh dicts).
 
     Memoised by the text of the containers' resources: pods of one workload share them, and exact
     quantity arithmetic is the costly part of converting a pod.
     """
+    resized = status_resources(status or {})
     key = repr(
         (
             [c.get("resources") for c in containers],
-            [(c.get("resources"), c.get("restartPolicy")) for c in inits],
+            [(c.get("name"), c.get("resources"), c.get("restartPolicy")) for c in inits]
+            if resized
+            else [(c.get("resources"), c.get("restartPolicy")) for c in inits],
             spec.get("overhead"),
             spec.get("resources"),
+            resized,
+            [c.get("name") for c in containers] if resized else None,
         )
     )
     hit = _RESOURCE_MEMO.get(key)
     if hit is None:
-        hit = _compute_resources(spec, containers, inits, where)
+        hit = _compute_resources(spec, containers, inits, where, resized)
         if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_SIZE:
             _RESOURCE_MEMO.clear()
         _RESOURCE_MEMO[key] = hit
@@ -141,6 +173,7 @@ def _compute_resources(
     containers: list[Mapping[str, Any]],
     inits: list[Mapping[str, Any]],
     where: str,
+    resized: tuple[Any, ...] = (),
 ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     c_reqs = [_container_requests(c, f"{where}: spec.containers[{i}]") for i, c in enumerate(containers)]
     i_reqs = [_container_requests(c, f"{where}: spec.initContainers[{i}]") for i, c in enumerate(inits)]
@@ -148,16 +181,20 @@ def _compute_resources(
     overhead = quantities(spec.get("overhead"), f"{where}: spec.overhead")
     pod_requests, pod_limits = _pod_level(spec, [*c_reqs, *i_reqs], where)
 
-    effective = _effective(c_reqs, list(zip(i_reqs, restartable, strict=True)), {})
+    variants = _resize_variants(resized, containers, inits, c_reqs, i_reqs, where)
+    effective: dict[str, Fraction] = {}
+    non_zero: dict[str, Fraction] = {}
+    for c_var, i_var in variants:
+        inits_var = list(zip(i_var, restartable, strict=True))
+        _max_into(effective, _effective(c_var, inits_var, {}))
+        _max_into(
+            non_zero,
+            _effective([_non_zero(r) for r in c_var], [(_non_zero(r), rs) for r, rs in inits_var], {}),
+        )
     effective.update(pod_requests)
     _add(effective, overhead)
     for res in ALWAYS_REQUESTED:
         effective.setdefault(res, Fraction(0))
-    non_zero = _effective(
-        [_non_zero(r) for r in c_reqs],
-        [(_non_zero(r), rs) for r, rs in zip(i_reqs, restartable, strict=True)],
-        {},
-    )
     non_zero.update({k: v for k, v in pod_requests.items() if k in _NON_ZERO_DEFAULTS})
     _add(non_zero, {k: v for k, v in overhead.items() if k in _NON_ZERO_DEFAULTS})
     limits: dict[str, Fraction] = {}
@@ -166,6 +203,43 @@ def _compute_resources(
         _add(limits, quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
     limits.update(pod_limits)
     return to_ints(effective), to_ints(non_zero), to_ints(limits)
+
+
+Requests = list[dict[str, Fraction]]
+
+
+def _resize_variants(
+    resized: tuple[Any, ...],
+    containers: list[Mapping[str, Any]],
+    inits: list[Mapping[str, Any]],
+    c_reqs: Requests,
+    i_reqs: Requests,
+    where: str,
+) -> list[tuple[Requests, Requests]]:
+    """The per-container requests whose aggregates a pod counts the most of: the spec's alone, or with
+    an in-place resize, the spec's (unless infeasible), the allocated and the actual ones
+    (component-helpers' containerAllocatedRequests / containerActuatedRequests)."""
+    if not resized:
+        return [(c_reqs, i_reqs)]
+    statuses, infeasible = resized
+    by_name = {name: (allocated, actual) for name, allocated, actual in statuses}
+
+    def pick(cs: list[Mapping[str, Any]], spec_reqs: Requests, actuated: bool) -> Requests:
+        out: Requests = []
+        for c, spec_r in zip(cs, spec_reqs, strict=True):
+            allocated, actual = by_name.get(c.get("name"), (None, None))
+            raw = actual if actuated and actual is not None else allocated
+            if raw is not None:
+                out.append(quantities(raw, f"{where}: status of container {c.get('name')}"))
+            else:
+                out.append({} if infeasible else spec_r)
+        return out
+
+    variants = [(pick(containers, c_reqs, False), pick(inits, i_reqs, False))]
+    variants.append((pick(containers, c_reqs, True), pick(inits, i_reqs, True)))
+    if not infeasible:
+        variants.append((c_reqs, i_reqs))
+    return variants
 
 
 def _pod_level_resource(name: str) -> bool:

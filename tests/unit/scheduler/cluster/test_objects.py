@@ -17,6 +17,7 @@ from policyd.scheduler.cluster.objects import (
     node_info,
     normalized_image_name,
     pod_info,
+    pod_info_update,
 )
 from policyd.scheduler.cluster.projection import parse_time
 from tests.builders import (
@@ -136,6 +137,39 @@ def test_a_pod_level_limit_is_the_request_when_no_container_requests_the_resourc
     assert pv.non_zero_requests == {"cpu": 2000, "memory": 512 * MI}
     # hugepages cannot be overcommitted: the pod-level limit is the request even where a container asks
     assert pv.requests["hugepages-2Mi"] == 8 * MI
+
+
+def _resized(spec_cpu: str, allocated: str | None, actual: str | None, infeasible: bool = False) -> PodInfo:
+    pod = make_pod("p", containers=[make_container("a", spec_cpu, "100Mi"), make_container("b", "100m")])
+    status: dict[str, Any] = {"containerStatuses": [{"name": "b", "allocatedResources": {"cpu": "100m"}}]}
+    a: dict[str, Any] = {"name": "a"}
+    if allocated is not None:
+        a["allocatedResources"] = {"cpu": allocated, "memory": "100Mi"}
+    if actual is not None:
+        a["resources"] = {"requests": {"cpu": actual, "memory": "100Mi"}}
+    status["containerStatuses"].append(a)
+    if infeasible:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    pod["status"] = status
+    return pod_info(pod)
+
+
+def test_a_pod_resized_in_place_counts_the_most_of_spec_allocated_and_actual() -> None:
+    # scaling up: the spec asks 2 while the containers still run with 500m
+    assert _resized("2", "500m", "500m").requests["cpu"] == 2100
+    # scaling down: the spec asks 200m, the kubelet still holds 1 for it
+    assert _resized("200m", "1", "1").requests["cpu"] == 1100
+    assert _resized("200m", "200m", "700m").requests["cpu"] == 800
+    # the resize cannot be done: the spec no longer counts, what runs does
+    assert _resized("4", "1", "1", infeasible=True).requests["cpu"] == 1100
+    # allocated but not reported as running: the allocation stands in for it
+    assert _resized("200m", "300m", None).non_zero_requests["cpu"] == 400
+
+
+def test_a_status_only_resize_update_recomputes_the_requests() -> None:
+    before = _resized("200m", "200m", "200m")
+    after = pod_info_update(before, _resized("200m", "200m", "900m").raw)
+    assert after.requests["cpu"] == 1000 and before.requests["cpu"] == 300
 
 
 def test_extended_and_hugepages_resources_are_units_and_bytes() -> None:

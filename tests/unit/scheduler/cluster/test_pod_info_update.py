@@ -65,6 +65,11 @@ def _resized(obj: dict[str, Any]) -> None:
     obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
 
 
+def _resized_in_place(obj: dict[str, Any]) -> None:
+    name = obj["spec"]["containers"][0]["name"]
+    obj.setdefault("status", {})["containerStatuses"] = [{"name": name, "allocatedResources": {"cpu": "3"}}]
+
+
 def _deleting(obj: dict[str, Any]) -> None:
     obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
 
@@ -76,7 +81,9 @@ def _same_info(a: PodInfo, b: PodInfo) -> None:
     assert a.raw is not None and b.raw is not None
 
 
-@pytest.mark.parametrize("change", [_bound, _nominated, _running, _no_rv, _relabelled, _resized, _deleting])
+@pytest.mark.parametrize(
+    "change", [_bound, _nominated, _running, _no_rv, _relabelled, _resized, _resized_in_place, _deleting]
+)
 def test_update_equals_fresh_conversion(change: Any) -> None:
     prev = pod_info(BASE)
     new = copy.deepcopy(BASE)
