@@ -198,10 +198,6 @@ class VolumeStore:
         """Every PersistentVolume."""
         return iter(self._objects[PERSISTENT_VOLUME].values())
 
-    def capacities(self) -> Iterator[KubeObject]:
-        """Every CSIStorageCapacity."""
-        return iter(self._objects[CSI_STORAGE_CAPACITY].values())
-
     def capacities_near(
         self, class_name: str, node_labels: Mapping[str, str]
     ) -> Iterator[tuple[KubeObject, LabelSelector]]:
