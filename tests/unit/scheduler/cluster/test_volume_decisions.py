@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from policyd.scheduler.cluster.selectors import parse_label_selector
 from policyd.scheduler.cluster.volume_binding import (
     REASON_BIND_CONFLICT,
     REASON_NODE_CONFLICT,
@@ -382,3 +386,49 @@ def test_capacity_lookup_follows_updates_and_every_selector_form() -> None:
     expr = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]}
     store.upsert(*capacity("z2-expr", "50Gi", None, nodeTopology=expr))
     assert verdicts() == [REASON_NOT_ENOUGH_SPACE, ""]
+
+
+_ZONES = st.sampled_from(["z1", "z2"])
+_HOSTS = st.sampled_from(["n1", "n2", "n3"])
+_TOPOLOGIES = st.one_of(
+    st.none(),
+    st.just({}),
+    st.builds(lambda z: {"matchLabels": {"zone": z}}, _ZONES),
+    st.builds(lambda z, h: {"matchLabels": {"zone": z, "kubernetes.io/hostname": h}}, _ZONES, _HOSTS),
+    st.builds(lambda z: {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": [z]}]}, _ZONES),
+    st.builds(
+        lambda h, z: {
+            "matchLabels": {"kubernetes.io/hostname": h},
+            "matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}],
+        },
+        _HOSTS,
+        _ZONES,
+    ),
+)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["fast", "slow"]), _TOPOLOGIES), max_size=8),
+    st.sampled_from(["fast", "slow"]),
+    st.fixed_dictionaries({"zone": _ZONES, "kubernetes.io/hostname": _HOSTS}),
+)
+def test_the_capacity_index_finds_what_a_scan_of_every_capacity_finds(
+    capacities: list[tuple[str, Any]], cls: str, labels: dict[str, str]
+) -> None:
+    store = VolumeStore()
+    for i, (name, topology) in enumerate(capacities):
+        obj = {"metadata": {"name": f"c{i}", "namespace": "ns"}, "storageClassName": name, "capacity": "1Gi"}
+        if topology is not None:
+            obj["nodeTopology"] = topology
+        store.upsert(CSI_STORAGE_CAPACITY, obj)
+    found = {
+        c["metadata"]["name"]
+        for c, selector in store.capacities_near(cls, labels)
+        if selector.matches(labels)
+    }
+    scanned = {
+        f"c{i}"
+        for i, (name, topology) in enumerate(capacities)
+        if name == cls and topology is not None and parse_label_selector(topology).matches(labels)
+    }
+    assert found == scanned
