@@ -115,6 +115,24 @@ def _quantity_problems(values: Any, parts: list[str | int]) -> Iterator[tuple[st
             yield path, f"Invalid value: {json.dumps(raw)}: must be greater than or equal to 0"
 
 
+def _status_resource_problems(status: Any) -> Iterator[tuple[str, str]]:
+    """Invalid quantities among what the kubelet reports of an in-place resize (which counts)."""
+    if not isinstance(status, Mapping):
+        return
+    for part in ("containerStatuses", "initContainerStatuses"):
+        for i, c in enumerate(status.get(part) or ()):
+            if not isinstance(c, Mapping):
+                continue
+            yield from _quantity_problems(
+                c.get("allocatedResources"), ["status", part, i, "allocatedResources"]
+            )
+            resources = c.get("resources")
+            if isinstance(resources, Mapping):
+                yield from _quantity_problems(
+                    resources.get("requests"), ["status", part, i, "resources", "requests"]
+                )
+
+
 def _container_problems(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for list_name in ("initContainers", "containers"):
         containers = spec.get(list_name)
@@ -180,6 +198,7 @@ def _semantic_problems(kind: str, obj: Mapping[str, Any]) -> Iterator[tuple[str,
         if isinstance(pod_level, Mapping):
             for part in ("requests", "limits"):
                 yield from _quantity_problems(pod_level.get(part), ["spec", "resources", part])
+        yield from _status_resource_problems(obj.get("status"))
         yield from _toleration_problems(spec)
     elif kind == "Node":
         status = obj.get("status")

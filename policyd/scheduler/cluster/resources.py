@@ -119,11 +119,11 @@ def status_resources(status: Mapping[str, Any]) -> tuple[Any, ...]:
     """What of a pod's status its requests depend on (in-place resize): each container's allocated
     and actual resources, and whether the resize is infeasible; () when there is none of it."""
     statuses = [
-        (c.get("name"), c.get("allocatedResources"), (c.get("resources") or {}).get("requests"))
+        (c.get("name"), c.get("allocatedResources"), _actual_requests(c))
         for part in ("containerStatuses", "initContainerStatuses")
         for c in status.get(part) or ()
         if isinstance(c, Mapping)
-        and (c.get("allocatedResources") is not None or c.get("resources") is not None)
+        and (c.get("allocatedResources") is not None or _actual_requests(c) is not None)
     ]
     if not statuses:
         return ()
@@ -132,6 +132,11 @@ def status_resources(status: Mapping[str, Any]) -> tuple[Any, ...]:
         for c in status.get("conditions") or ()
     )
     return (tuple(statuses), infeasible)
+
+
+def _actual_requests(container_status: Mapping[str, Any]) -> Any:
+    resources = container_status.get("resources")
+    return resources.get("requests") if isinstance(resources, Mapping) else None
 
 
 def pod_resources(

@@ -134,3 +134,12 @@ def test_pod_level_resources_load_and_their_quantities_are_checked() -> None:
     assert [e.split(": ", 1)[1] for e in found] == [
         'pod default/y: spec.resources.requests.cpu: invalid quantity "lots"'
     ]
+
+
+def test_resize_status_quantities_are_checked() -> None:
+    bad = pod("z")
+    bad["status"] = {"containerStatuses": [{"name": "c", "allocatedResources": {"cpu": "lots"}}]}
+    found = errors(node(), bad)
+    assert [e.split(": ", 1)[1] for e in found] == [
+        'pod default/z: status.containerStatuses[0].allocatedResources.cpu: invalid quantity "lots"'
+    ]
