@@ -147,21 +147,11 @@ class Quantity:
     """A Kubernetes resource quantity (exact rational value) as in the Kubernetes CEL library.
 
     `amount` is how apimachinery holds it, which `isInteger` / `asInteger` depend on: an int64
-    mantissa and a decimal scale (`int64Amount`), or None for its arbitrary-precision form (`inf.Dec`,
-    `decimal`); without either, an integral int64 value is taken as held at scale 0."""
+    mantissa and a decimal scale (`int64Amount`), or None for its arbitrary-precision form (`inf.Dec`)."""
 
     value: Fraction
     text: str = ""
     amount: tuple[int, int] | None = None
-    decimal: bool = False
-
-    @property
-    def held(self) -> tuple[int, int] | None:
-        """The int64Amount (mantissa, scale), or None when held as inf.Dec."""
-        if self.amount is not None or self.decimal:
-            return self.amount
-        v = self.value
-        return (v.numerator, 0) if v.denominator == 1 and INT64_MIN <= v.numerator <= INT64_MAX else None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and other.value == self.value

@@ -36,7 +36,7 @@ def quantity(text: Any) -> Quantity:
     except Exception as e:  # noqa: BLE001 - any parse failure is a CEL error
         raise CelEvalError(f"invalid quantity {text!r}: {e}") from None
     amount = held_amount(text)
-    return Quantity(value, text, amount, decimal=amount is None)
+    return Quantity(value, text, amount)
 
 
 # --- how apimachinery holds a quantity (resource.ParseQuantity, int64Amount) ----------------------
@@ -110,12 +110,12 @@ def _arith(a: Any, b: Any, negate: bool) -> Quantity:
     amount = None
     if ha is not None and hb is not None and not (negate and hb[0] == INT64_MIN):
         amount = _add_amounts(ha, (-hb[0], hb[1]) if negate else hb)
-    return Quantity(value, format_quantity(value), amount, decimal=amount is None)
+    return Quantity(value, format_quantity(value), amount)
 
 
 def _held(v: Any) -> tuple[int, int] | None:
     if type(v) is Quantity:
-        return v.held
+        return v.amount
     return (v, 0)  # an int operand: resource.NewQuantity(v, DecimalExponent)
 
 
