@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from policyd.errors import ClusterDataError
 
-__all__ = ["QuantityError", "format_quantity", "parse_quantity", "to_int", "to_milli"]
+__all__ = ["QuantityError", "format_quantity", "int64_amount", "parse_quantity", "to_int", "to_milli"]
 
 
 class QuantityError(ClusterDataError, ValueError):
@@ -77,6 +77,42 @@ def _parse(s: str | int | float) -> Fraction:
     if m.group("sign") == "-":
         value = -value
     return _round_nano(value)
+
+
+_MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds (apimachinery's maxInt64Factors)
+_INT64_MAX = 2**63 - 1
+
+
+def int64_amount(s: str) -> tuple[int, int] | None:
+    """How apimachinery's ParseQuantity holds the valid quantity `s`: an int64 mantissa and a decimal
+    scale (`int64Amount`) when its digits fit 18 places at a scale of nano or above, or for a binary
+    suffix when the integer is small enough for its rough precision bound; None for its inf.Dec form.
+    (What the Kubernetes CEL library's `isInteger` answers from.)"""
+    if s == "0":
+        return (0, 0)
+    m = _QUANTITY_RE.fullmatch(s)
+    if m is None:
+        return None
+    whole, _, frac = m.group("number").partition(".")
+    whole = whole.lstrip("0") or "0"
+    mantissa = 1
+    if m.group("binary"):
+        if frac:
+            return None
+        exponent = 10 * _BINARY[m.group("binary")]
+        mantissa = 1 << exponent
+        precision = 15 - len(whole) - exponent * 3 // 10 - 1
+        scale = 0
+    else:
+        scale = int(m.group("exp")) if m.group("exp") is not None else _DECIMAL[m.group("decimal") or ""]
+        precision = _MAX_INT64_FACTORS - len(whole) - len(frac)
+    scale -= len(frac)
+    if precision < 0 or scale < -9:
+        return None
+    result = int(whole + frac) * mantissa
+    if result > _INT64_MAX:
+        return None
+    return (-result if m.group("sign") == "-" else result, scale)
 
 
 def _round_nano(value: Fraction) -> Fraction:

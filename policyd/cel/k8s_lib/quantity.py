@@ -4,14 +4,13 @@ Declarations follow k8s.io/apiserver/pkg/cel/library/quantity.go; quantities are
 `policyd.quantity` and carried as `policyd.cel.values.Quantity` (exact fractions). `isInteger` and
 `asInteger` are apimachinery's `Quantity.AsInt64`, which answers from how the value is held, not from
 the value alone: `quantity("1000m").isInteger()` is false, as `quantity("1k")` is true. So each
-quantity also carries that form (`int64Amount` or not), from parsing (`held_amount`) and through
+quantity also carries that form (`int64Amount` or not), from parsing (`policyd.quantity.int64_amount`) and through
 `add` / `sub` as apimachinery's arithmetic keeps or leaves it.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -22,7 +21,7 @@ from policyd.cel.library_types import QUANTITY_TYPE
 from policyd.cel.types import BOOL, DOUBLE, INT, STRING
 from policyd.cel.values import INT64_MAX, INT64_MIN, Quantity
 from policyd.errors import CelEvalError
-from policyd.quantity import format_quantity, parse_quantity
+from policyd.quantity import format_quantity, int64_amount, parse_quantity
 
 QUANTITY = QUANTITY_TYPE
 
@@ -35,47 +34,11 @@ def quantity(text: Any) -> Quantity:
         value = parse_quantity(text)
     except Exception as e:  # noqa: BLE001 - any parse failure is a CEL error
         raise CelEvalError(f"invalid quantity {text!r}: {e}") from None
-    amount = held_amount(text)
+    amount = int64_amount(text)
     return Quantity(value, text, amount)
 
 
-# --- how apimachinery holds a quantity (resource.ParseQuantity, int64Amount) ----------------------
-
-_MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds
-_NANO = -9
-_PARTS = re.compile(r"([+-]?)0*(\d*)(?:\.(\d*))?(.*)\Z")
-_DECIMAL_SI = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SI = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-
-
-def held_amount(text: str) -> tuple[int, int] | None:
-    """The int64Amount (mantissa, scale) ParseQuantity gives valid `text`, or None for its inf.Dec
-    form: decimal digits that fit 18 places at a scale of nano or above, or a binary suffix on an
-    integer small enough for its rough precision bound."""
-    if text == "0":
-        return (0, 0)
-    m = _PARTS.match(text)
-    if m is None:
-        return None
-    sign, num, denom, suffix = m.group(1), m.group(2) or "0", m.group(3) or "", m.group(4)
-    mantissa = 1
-    if suffix in _BINARY_SI:
-        exponent = _BINARY_SI[suffix]
-        if denom:
-            return None
-        mantissa = 1 << exponent
-        precision = 15 - len(num) - exponent * 3 // 10 - 1
-        scale = 0
-    else:
-        scale = _DECIMAL_SI[suffix] if suffix in _DECIMAL_SI else int(suffix[1:])
-        precision = _MAX_INT64_FACTORS - len(num) - len(denom)
-    scale -= len(denom)
-    if precision < 0 or scale < _NANO:
-        return None
-    result = int(num + denom) * mantissa
-    if result > INT64_MAX:
-        return None
-    return (-result if sign == "-" else result, scale)
+# --- how apimachinery holds a quantity through arithmetic (int64Amount) ---------------------------
 
 
 def _int64(v: int) -> int | None:
