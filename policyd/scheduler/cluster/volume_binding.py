@@ -12,14 +12,13 @@ out when the pod is placed on that node.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from policyd.errors import PolicydError
-from policyd.quantity import parse_quantity
+from policyd.quantity import parse_quantity, to_int
 from policyd.scheduler.cluster.selectors import LabelSelector, node_selector_terms_match, parse_label_selector
 from policyd.scheduler.cluster.volume_claims import (
     CelObject,
@@ -210,25 +209,11 @@ def _has_enough_capacity(
     driver = store.csi_driver(provisioner)
     if driver is None or (driver.get("spec") or {}).get("storageCapacity") is not True:
         return True
-    size = _bytes(requests["storage"])
-    if size is None:  # the API server accepts no such claim
-        return True
-    for capacity, topology in store.capacities_near(class_name, node_labels):
-        limit = capacity.get("maximumVolumeSize")
-        room = _bytes(capacity.get("capacity") if limit is None else limit)
-        if room is not None and room >= size and topology.matches(node_labels):
-            return True
-    return False
-
-
-def _bytes(raw: Any) -> int | None:
-    """Quantity.Value(): whole units, rounded up; None when absent or not a quantity."""
-    if raw is None:
-        return None
-    try:
-        return math.ceil(parse_quantity(str(raw)))
-    except (PolicydError, ValueError):
-        return None
+    size = to_int(_storage(claim, "requests"))
+    return any(
+        c.room >= size and c.topology.matches(node_labels)
+        for c in store.capacities_near(class_name, node_labels)
+    )
 
 
 def _by_size(claim: KubeObject) -> Fraction:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policyd.errors import PolicydError
+from policyd.quantity import parse_quantity, to_int
 from policyd.scheduler.cluster.selectors import LabelSelector, parse_label_selector
 
 KubeObject = Mapping[str, Any]
@@ -109,14 +110,23 @@ def with_selected_node(claim: KubeObject, node: str) -> dict[str, Any]:
     return {**claim, "metadata": meta}
 
 
+@dataclass(frozen=True)
+class PublishedCapacity:
+    """A CSIStorageCapacity as VolumeBinding reads it: the largest volume it allows, in bytes
+    (`maximumVolumeSize`, else `capacity`, rounded up as Quantity.Value), and the nodes it serves."""
+
+    obj: KubeObject
+    room: int
+    topology: LabelSelector
+
+
 @dataclass
 class _ClassCapacities:
-    """The CSIStorageCapacities of one StorageClass, with their parsed node topologies: those whose
-    topology has matchLabels by one of its pairs (a node can only match them through its own labels),
-    the others apart."""
+    """The capacities of one StorageClass: those whose topology has matchLabels by one of its pairs
+    (a node can only match them through its own labels), the others apart."""
 
-    keyed: dict[tuple[str, str], list[tuple[KubeObject, LabelSelector]]] = field(default_factory=dict)
-    unkeyed: list[tuple[KubeObject, LabelSelector]] = field(default_factory=list)
+    keyed: dict[tuple[str, str], list[PublishedCapacity]] = field(default_factory=dict)
+    unkeyed: list[PublishedCapacity] = field(default_factory=list)
 
 
 def _index_capacities(capacities: Iterable[KubeObject]) -> dict[str, _ClassCapacities]:
@@ -125,17 +135,23 @@ def _index_capacities(capacities: Iterable[KubeObject]) -> dict[str, _ClassCapac
         topology = capacity.get("nodeTopology")
         if not isinstance(topology, Mapping):
             continue  # no topology: available on no node
+        limit = capacity.get("maximumVolumeSize")
+        size = capacity.get("capacity") if limit is None else limit
+        if size is None:
+            continue  # no size: it holds no volume
         try:
             selector = parse_label_selector(topology)
+            room = to_int(parse_quantity(size))
         except (PolicydError, ValueError, TypeError, AttributeError):
-            continue  # a topology kube-scheduler cannot convert gives no node access
+            continue  # a size or topology kube-scheduler cannot convert: it holds no volume anywhere
         entry = index.setdefault(str(capacity.get("storageClassName") or ""), _ClassCapacities())
+        published = PublishedCapacity(capacity, room, selector)
         labels = topology.get("matchLabels") or {}
         if isinstance(labels, Mapping) and labels:
             key, value = min(labels.items())
-            entry.keyed.setdefault((str(key), str(value)), []).append((capacity, selector))
+            entry.keyed.setdefault((str(key), str(value)), []).append(published)
         else:
-            entry.unkeyed.append((capacity, selector))
+            entry.unkeyed.append(published)
     return index
 
 
@@ -198,12 +214,10 @@ class VolumeStore:
         """Every PersistentVolume."""
         return iter(self._objects[PERSISTENT_VOLUME].values())
 
-    def capacities_near(
-        self, class_name: str, node_labels: Mapping[str, str]
-    ) -> Iterator[tuple[KubeObject, LabelSelector]]:
+    def capacities_near(self, class_name: str, node_labels: Mapping[str, str]) -> Iterator[PublishedCapacity]:
         """The CSIStorageCapacities of `class_name` whose node topology may select a node labelled
-        `node_labels` (a superset: the caller matches the selector), each with that selector; one
-        without a topology, or with one that does not parse, selects no node and is left out."""
+        `node_labels` (a superset: the caller matches the topology); one without a size or a topology,
+        or with one that does not parse, holds nothing anywhere and is left out."""
         if self._capacity_index is None:
             self._capacity_index = _index_capacities(self._objects[CSI_STORAGE_CAPACITY].values())
         entry = self._capacity_index.get(class_name)

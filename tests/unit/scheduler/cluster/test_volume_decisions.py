@@ -422,9 +422,7 @@ def test_the_capacity_index_finds_what_a_scan_of_every_capacity_finds(
             obj["nodeTopology"] = topology
         store.upsert(CSI_STORAGE_CAPACITY, obj)
     found = {
-        c["metadata"]["name"]
-        for c, selector in store.capacities_near(cls, labels)
-        if selector.matches(labels)
+        c.obj["metadata"]["name"] for c in store.capacities_near(cls, labels) if c.topology.matches(labels)
     }
     scanned = {
         f"c{i}"
