@@ -148,20 +148,18 @@ def pod_resources(
 ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """Effective requests, non-zero requests and limits of a pod (fresh dicts).
 
-    Memoised by the text of the containers' resources: pods of one workload share them, and exact
-    quantity arithmetic is the costly part of converting a pod.
+    Memoised by the text of the containers' names and resources (and the resize status, which names
+    containers): pods of one workload share them, and exact quantity arithmetic is the costly part of
+    converting a pod.
     """
     resized = status_resources(status or {})
     key = repr(
         (
-            [c.get("resources") for c in containers],
-            [(c.get("name"), c.get("resources"), c.get("restartPolicy")) for c in inits]
-            if resized
-            else [(c.get("resources"), c.get("restartPolicy")) for c in inits],
+            [(c.get("name"), c.get("resources")) for c in containers],
+            [(c.get("name"), c.get("resources"), c.get("restartPolicy")) for c in inits],
             spec.get("overhead"),
             spec.get("resources"),
             resized,
-            [c.get("name") for c in containers] if resized else None,
         )
     )
     hit = _RESOURCE_MEMO.get(key)
