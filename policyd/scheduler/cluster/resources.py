@@ -118,13 +118,13 @@ _RESOURCE_MEMO_SIZE = 4096
 def status_resources(status: Mapping[str, Any]) -> tuple[Any, ...]:
     """What of a pod's status its requests depend on (in-place resize): each container's allocated
     and actual resources, and whether the resize is infeasible; () when there is none of it."""
-    statuses = [
+    every = [
         (c.get("name"), c.get("allocatedResources"), _actual_requests(c))
         for part in ("containerStatuses", "initContainerStatuses")
         for c in status.get(part) or ()
         if isinstance(c, Mapping)
-        and (c.get("allocatedResources") is not None or _actual_requests(c) is not None)
     ]
+    statuses = [entry for entry in every if entry[1] is not None or entry[2] is not None]
     if not statuses:
         return ()
     infeasible = any(
