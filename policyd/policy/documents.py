@@ -69,14 +69,17 @@ def _check(doc: SchemaDocument, data: object) -> None:
         doc.error_at(doc.root, "a policyd document is a mapping with apiVersion and kind", "schema")
         return
     kind = data.get("kind")
-    if kind in KIND_SCHEMAS:
+    if isinstance(kind, str) and kind in KIND_SCHEMAS:
         if not doc.duplicate_keys(doc.root):
-            doc.validate(data, _validator(str(kind)))
+            doc.validate(data, _validator(kind))
         return
     node, key = doc.node_at(["kind"])
     expected = ", ".join(KIND_SCHEMAS)
     if kind is None:
         doc.error_at(doc.root, f"document has no kind (expected one of {expected})", "kind")
+        return
+    if not isinstance(kind, str):
+        doc.error_at(node, f"kind must be a string, one of {expected}", "kind")
         return
     close = difflib.get_close_matches(str(kind), KIND_SCHEMAS, n=1, cutoff=0.75)
     ours = str(data.get("apiVersion", "")).startswith(API_GROUP)

@@ -48,7 +48,7 @@ class _Document(SchemaDocument):
     def build(self, data: Any, out: list[ir.Policy]) -> None:
         """Validate the document and append its policy to `out` when it is valid."""
         kind = data.get("kind") if isinstance(data, dict) else None
-        if kind in KIND_SCHEMAS and kind != KIND:
+        if isinstance(kind, str) and kind in KIND_SCHEMAS and kind != KIND:
             node, _ = self.node_at(["kind"])
             message = f"this is a {kind} document, not a {KIND} (policyd lint checks it as one)"
             self.error_at(node, message, "kind")

@@ -67,3 +67,13 @@ def test_a_one_of_reports_the_branch_that_fits_the_value() -> None:
     """`extends: [3]` said only "[3] is not valid under any of the given schemas" at `extends`."""
     policy = "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: x}\nspec:\n  extends: [3]\n"
     assert _found(policy) == [(5, 13, "error", "spec.extends[0]: 3 is not of type 'string'")]
+
+
+def test_a_kind_that_is_not_a_string_is_an_error_not_a_crash() -> None:
+    """`kind: [a, b]` raised TypeError (unhashable type) in lint, as a policy and as another document."""
+    policy = "apiVersion: policyd.io/v1alpha1\nkind: [a, b]\nmetadata: {name: x}\nspec: {}\n"
+    found = [(d.span.line, d.span.column, d.message) for d in parse_policy_yaml(policy, "p.yaml").diagnostics]
+    assert found == [(2, 7, "kind: 'SchedulingPolicy' was expected")]
+    suite = SUITE + "---\napiVersion: policyd.io/v1alpha1\nkind: {a: 1}\n"
+    expected = "kind must be a string, one of SchedulingPolicy, PolicyTestSuite, PolicydConfiguration"
+    assert _found(suite) == [(10, 7, "error", expected)]
