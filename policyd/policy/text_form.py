@@ -8,6 +8,7 @@ checking is the loader's job (`policyd.policy.loader`).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ _TERMINAL_WORDS = {
     "DIRECTION": "'asc' or 'desc'",
     "$END": "end of file",
 }
+# a keyword terminal of policy.lark: the word, then a lookahead that it ends there
+_KEYWORD = re.compile(r"([A-Za-z]+)\(\?!\[A-Za-z0-9_\]\)")
 _EXPRESSION_START = {"cel__INT_LIT", "cel__STRING_LIT", "cel__FLOAT_LIT", "cel__UINT_LIT"}
 _OPERATORS = {
     "cel__QUESTION",
@@ -104,6 +107,9 @@ def _describe(name: str) -> str:
         if term.name == name:
             if term.pattern.type == "str":
                 return repr(term.pattern.value)
+            keyword = _KEYWORD.fullmatch(term.pattern.value)
+            if keyword:
+                return repr(keyword[1])
             break
     return name.split("__")[-1].lower()
 

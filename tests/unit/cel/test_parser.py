@@ -94,6 +94,13 @@ def test_syntax_errors(text: str) -> None:
         parse_cel(text)
 
 
+@pytest.mark.parametrize("text", ["x inlist", "1 in[1] && 2 inx", "a innode.labels"])
+def test_in_is_a_word_not_a_prefix(text: str) -> None:
+    """`a innode.labels` parsed as `a in node.labels`; in cel-go `innode` is one identifier."""
+    with pytest.raises(CelError, match="syntax error: unexpected 'in"):
+        parse_cel(text)
+
+
 def test_error_position() -> None:
     with pytest.raises(CelError) as info:
         parse_cel("a &&\n  b +")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from policyd.policy.text_form import parse_policy_text
 
 FULL = """\
@@ -78,6 +80,37 @@ def test_unexpected_character_and_eof() -> None:
     assert (line, col) == (2, 23) and "unexpected character ';'" in msg
     line, col, msg = _error("policy a {\n  filter x { expr = 1 }\n")
     assert (line, col) == (1, 10) and "'{' was never closed" in msg and "end of file" in msg
+
+
+@pytest.mark.parametrize(
+    ("item", "column", "found"),
+    [
+        ("letx = 1", 3, "'letx'"),
+        ("filterF { expr = true }", 3, "'filterF'"),
+        ("scoreS { expr = 1 }", 3, "'scoreS'"),
+        ('permitP { group = "g" }', 3, "'permitP'"),
+        ("overridequeue { order pod.priority }", 3, "'overridequeue'"),
+        ("disabledefault/NodeName", 3, "'disabledefault/NodeName'"),
+        ("queue { orderpod.priority }", 11, "'orderpod.priority'"),
+        ("queue { order pod.priority descorder pod.name }", 30, "'descorder'"),
+        ('filter F { expr = "a" inpod.labels }', 25, "'inpod.labels'"),
+    ],
+)
+def test_a_keyword_glued_to_the_next_word_is_a_syntax_error(item: str, column: int, found: str) -> None:
+    """The contextual lexer split `letx` into `let x` (and `inpod` into `in pod`): lint accepted them."""
+    line, col, msg = _error(f"policy a extends default {{\n  {item}\n}}\n")
+    assert (line, col) == (2, column) and msg.startswith("syntax error: expected ") and msg.endswith(found)
+
+
+def test_glued_policy_and_extends_keywords_are_syntax_errors() -> None:
+    assert _error("policya {\n}\n") == (
+        1,
+        1,
+        "syntax error: expected 'policy' or end of file but found 'policya'",
+    )
+    line, col, msg = _error("policy a extendsdefault {\n}\n")
+    assert (line, col) == (1, 10) and msg.startswith("syntax error: expected 'extends'")
+    assert msg.endswith("but found 'extendsdefault'")
 
 
 def test_semantic_field_errors() -> None:
