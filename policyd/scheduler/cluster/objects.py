@@ -233,6 +233,11 @@ def pod_info(obj: Mapping[str, Any]) -> PodInfo:
 
 
 _META_VOLATILE = ("resourceVersion", "managedFields")
+# metadata a graceful deletion sets (deletionTimestamp, its grace period, and generation + 1 where the
+# object has one): an update that changes only these is derived too, not converted afresh
+_META_DELETION = ("deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+_META_DERIVED = _META_VOLATILE + _META_DELETION
+_META_REPROJECTED = ("resourceVersion", *_META_DELETION)
 
 
 def _without(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -242,10 +247,11 @@ def _without(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
     """The `PodInfo` of `obj`, a later version of the pod `prev` was made from.
 
-    When only spec.nodeName, status and metadata.resourceVersion changed (a bind, a condition, a
-    nomination: most pod updates a scheduler sees), it is derived from `prev` without converting
-    the spec again; otherwise it is converted afresh (`pod_info`), also when the status parts its
-    requests depend on changed (an in-place resize). Both give equal objects.
+    When only spec.nodeName, status, metadata.resourceVersion and the metadata of a graceful
+    deletion changed (a bind, a condition, a nomination, a deletion's first step: most pod updates a
+    scheduler sees), it is derived from `prev` without converting the spec again; otherwise it is
+    converted afresh (`pod_info`), also when the status parts its requests depend on changed (an
+    in-place resize). Both give equal objects.
     """
     old = prev.raw
     meta, old_meta = obj.get("metadata"), old.get("metadata")
@@ -256,8 +262,7 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
         and isinstance(spec, dict)
         and isinstance(old_spec, dict)
         and isinstance(spec.get("nodeName", ""), str)
-        and isinstance(meta.get("resourceVersion", ""), str)
-        and _without(meta, _META_VOLATILE) == _without(old_meta, _META_VOLATILE)
+        and _without(meta, _META_DERIVED) == _without(old_meta, _META_DERIVED)
         and _without(spec, ("nodeName",)) == _without(old_spec, ("nodeName",))
         and status_resources(_status_of(obj)) == status_resources(_status_of(old))
     ):
@@ -266,11 +271,10 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
     status = mapping(obj.get("status"), f"{where}: status")
     cel_status = project(status, kt.POD_STATUS, f"{where}: status")
     node_name = spec.get("nodeName") or ""
-    metadata = dict(prev.cel["metadata"])
-    if meta.get("resourceVersion") is None:
-        metadata.pop("resourceVersion", None)
-    else:
-        metadata["resourceVersion"] = meta["resourceVersion"]
+    metadata = {k: v for k, v in prev.cel["metadata"].items() if k not in _META_REPROJECTED}
+    metadata.update(
+        project({k: meta[k] for k in _META_REPROJECTED if k in meta}, kt.OBJECT_META, f"{where}: metadata")
+    )
     cel_spec = dict(prev.cel["spec"])
     if spec.get("nodeName") is None:
         cel_spec.pop("nodeName", None)
@@ -286,10 +290,13 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
     cel["metadata"] = metadata
     cel["spec"] = cel_spec
     cel["status"] = cel_status
+    deleting = meta.get("deletionTimestamp") is not None
+    cel["deleting"] = deleting
     return _evolve(
         prev,
         node_name=node_name,
         nominated_node_name=nominated,
+        deleting=deleting,
         phase=phase,
         start_time=_epoch(cel_status.get("startTime")),
         raw=obj,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from policyd.errors import ClusterDataError
 from policyd.scheduler.cluster.objects import PodInfo, pod_info, pod_info_update
 
 BASE: dict[str, Any] = {
@@ -74,6 +75,18 @@ def _deleting(obj: dict[str, Any]) -> None:
     obj["metadata"]["deletionTimestamp"] = "2024-01-01T00:02:00Z"
 
 
+def _terminating(obj: dict[str, Any]) -> None:
+    """The first step of a graceful deletion of a bound pod, as the API server writes it."""
+    _bound(obj)
+    obj["metadata"].update(
+        deletionTimestamp="2024-01-01T00:02:30Z", deletionGracePeriodSeconds=30, resourceVersion="13"
+    )
+
+
+def _generation_bumped(obj: dict[str, Any]) -> None:
+    obj["metadata"]["generation"] = 2
+
+
 def _same_info(a: PodInfo, b: PodInfo) -> None:
     for f in fields(PodInfo):
         if f.name != "raw":
@@ -82,7 +95,19 @@ def _same_info(a: PodInfo, b: PodInfo) -> None:
 
 
 @pytest.mark.parametrize(
-    "change", [_bound, _nominated, _running, _no_rv, _relabelled, _resized, _resized_in_place, _deleting]
+    "change",
+    [
+        _bound,
+        _nominated,
+        _running,
+        _no_rv,
+        _relabelled,
+        _resized,
+        _resized_in_place,
+        _deleting,
+        _terminating,
+        _generation_bumped,
+    ],
 )
 def test_update_equals_fresh_conversion(change: Any) -> None:
     prev = pod_info(BASE)
@@ -109,3 +134,34 @@ def test_derived_pod_info_does_not_share_mutable_parts() -> None:
     assert derived.cel["spec"] is not prev.cel["spec"]
     assert "nodeName" not in prev.cel["spec"]
     assert prev.cel["metadata"]["resourceVersion"] == "10"
+
+
+@pytest.mark.parametrize("change", [_bound, _nominated, _terminating, _generation_bumped])
+def test_spec_is_not_converted_again_when_only_status_or_deletion_metadata_moved(change: Any) -> None:
+    """A bind, a nomination or a graceful deletion's first step keeps the pod's converted spec parts."""
+    prev = pod_info(BASE)
+    new = copy.deepcopy(BASE)
+    change(new)
+    derived = pod_info_update(prev, new)
+    assert derived.requests is prev.requests
+    assert derived.cel["tolerations"] is prev.cel["tolerations"]
+
+
+def test_a_graceful_deletion_marks_the_pod_deleting() -> None:
+    bound = copy.deepcopy(BASE)
+    _bound(bound)
+    prev = pod_info(bound)
+    new = copy.deepcopy(bound)
+    _terminating(new)
+    derived = pod_info_update(prev, new)
+    assert derived.deleting and derived.cel["deleting"]
+    assert derived.cel["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert not prev.deleting and "deletionTimestamp" not in prev.cel["metadata"]
+
+
+def test_bad_deletion_metadata_is_an_error_naming_the_field() -> None:
+    prev = pod_info(BASE)
+    new = copy.deepcopy(BASE)
+    new["metadata"]["deletionGracePeriodSeconds"] = "soon"
+    with pytest.raises(ClusterDataError, match=r"pod shop/web-1: metadata\.deletionGracePeriodSeconds"):
+        pod_info_update(prev, new)
