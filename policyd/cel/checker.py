@@ -228,7 +228,7 @@ def _merge(a: CelType, b: CelType) -> CelType:
 
 
 def _join(a: CelType | None, b: CelType) -> CelType:
-    """The common type of two values in one literal or ternary: their merge, or dyn when they differ."""
+    """The common type of two values in one literal (or two overloads' results): their merge, or dyn when they differ."""
     if a is None:
         return b
     if _unify(a, b, {}) and _unify(b, a, {}):
@@ -576,10 +576,17 @@ class _Checker:
                 f"found no matching overload for '_?_:_' applied to '{_signature([cond, if_true, if_false], False)}'",
                 e.offset,
             )
-        self.overloads[e.id] = ("conditional",)
         if isinstance(if_true, ErrorType) or isinstance(if_false, ErrorType):
             return ERROR
-        return _join(if_true, if_false)
+        # `_?_:_` is (bool, A, A) -> A: both branches of one type (or dyn), as in cel-go; unlike a
+        # list or map literal, a ternary of two types is no dyn value but an error
+        if not (_unify(if_true, if_false, {}) and _unify(if_false, if_true, {})):
+            return self._issue(
+                f"found no matching overload for '_?_:_' applied to '{_signature([cond, if_true, if_false], False)}'",
+                e.offset,
+            )
+        self.overloads[e.id] = ("conditional",)
+        return _merge(if_true, if_false)
 
     def _logical(self, e: ast.Call) -> CelType:
         args = [self.visit(a) for a in e.args]

@@ -125,7 +125,8 @@ def messages(text: str, e: CelEnv | None = None) -> list[str]:
         ("[1] + []", list_of(INT)),
         ("[[], [1]]", list_of(list_of(INT))),
         ("true ? 1 : 2", INT),
-        ("true ? 1 : 'a'", DYN),
+        ("true ? 1 : dyn('a')", DYN),
+        ("true ? [] : [1]", list_of(INT)),
         ("1 == 1", BOOL),
         ("[1] == [1]", BOOL),
         ("dyn(1) == 1.0", BOOL),
@@ -197,6 +198,20 @@ def test_logical_and_ternary_conditions_must_be_bool() -> None:
         "found no matching overload for '_?_:_' applied to '(string, int, int)'"
     ]
     assert type_of("dyn(1) || false") == BOOL
+
+
+@pytest.mark.parametrize(
+    ("text", "signature"),
+    [
+        ("true ? 1 : 'a'", "(bool, int, string)"),
+        ("true ? 0 : 1.5", "(bool, int, double)"),
+        ("false ? ['a'] : [1]", "(bool, list(string), list(int))"),
+        ("false ? 'a' : null", "(bool, string, null_type)"),
+    ],
+)
+def test_ternary_branches_must_have_one_type(text: str, signature: str) -> None:
+    """`_?_:_` is (bool, A, A) -> A (cel-spec, cel-go): a score `c ? "x" : 1` was checked as dyn and passed lint."""
+    assert messages(text) == [f"found no matching overload for '_?_:_' applied to '{signature}'"]
 
 
 # -- identifiers ------------------------------------------------------------------------------------

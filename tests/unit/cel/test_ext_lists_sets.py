@@ -140,4 +140,4 @@ def test_sort_by_evaluates_its_list_once_and_checks_its_keys() -> None:
     with pytest.raises(CelCompileError, match="no matching overload for '@sortByAssociatedKeys'"):
         compile_expression("[1].sortBy(x, [x])", ENV)
     with pytest.raises(CelEvalError, match="must have the same type"):
-        ev("[1, 2].sortBy(x, dyn(x == 1 ? 'a' : 2))")
+        ev("[1, 2].sortBy(x, x == 1 ? dyn('a') : 2)")
