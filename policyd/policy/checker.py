@@ -39,6 +39,7 @@ class PolicyChecker:
             self.expression(p.match, Context.MATCH, "match")
         self.lets()
         self.rule_names()
+        self.override_targets()
         for f in p.filters:
             self.expression(f.expr, Context.FILTER, f"filter {f.name.value!r}: expr")
             if isinstance(f.reason, ir.Expression):
@@ -101,6 +102,31 @@ class PolicyChecker:
                 self.diagnostics.append(name.diagnostic("error", message, "duplicate-rule"))
             else:
                 seen[name.value] = name
+
+    def override_targets(self) -> None:
+        """A policy disables an extended rule once, and sets its weight or normalize once.
+
+        (Disabling and reweighting one rule is reported by `composition`, within a policy or not.)
+        """
+        seen: dict[tuple[str, str], ir.Name] = {}
+        for change in self.policy.overrides:
+            target = change.target
+            given = (
+                ("disable", change.disable),
+                ("weight", change.weight is not None),
+                ("normalize", change.normalize is not None),
+            )
+            parts = [part for part, present in given if present]
+            for part in parts:
+                first = seen.setdefault((target.value, part), target)
+                if first is target:
+                    continue
+                what = "disables" if part == "disable" else f"sets the {part} of"
+                verb = "disable" if change.disable else "override score"
+                at = f"{first.span.line}:{first.span.column}"
+                message = f"{verb} {target.value}: this policy already {what} {target.value} (at {at})"
+                self.diagnostics.append(target.diagnostic("error", message, "duplicate-override"))
+                break
 
     def _scope_problems(self, expr: ir.Expression, context: Context) -> set[int]:
         """Report lets used before definition and misplaced `victim`; the offsets reported."""

@@ -143,6 +143,30 @@ def test_disabled_and_reweighted_is_an_error_naming_both() -> None:
     ]
 
 
+def test_a_policy_changes_each_extended_rule_once() -> None:
+    """Two `override score` of one rule in one policy (weight 2, then 3) passed lint: the last one won."""
+    text = """policy a extends default {
+  disable default/ImageLocality, default/ImageLocality
+  override score default/NodeAffinityScore { weight = 2 }
+  override score default/NodeAffinityScore { normalize = max }
+  override score default/NodeAffinityScore { weight = 3 }
+}
+"""
+    assert _errors(a_policy=text) == [
+        "/p/a.policy:2:34: error: disable default/ImageLocality: this policy already disables "
+        "default/ImageLocality (at 2:11)",
+        "/p/a.policy:5:18: error: override score default/NodeAffinityScore: this policy already sets the weight "
+        "of default/NodeAffinityScore (at 3:18)",
+    ]
+    yaml_text = BINPACK_YAML.replace(
+        "[default/ImageLocality]", "[default/ImageLocality, default/ImageLocality]"
+    )
+    assert _errors(binpack_yaml=yaml_text) == [
+        "/p/binpack.yaml:10:36: error: disable default/ImageLocality: this policy already disables "
+        "default/ImageLocality (at 10:13)"
+    ]
+
+
 @pytest.mark.parametrize(
     "text,message",
     [
