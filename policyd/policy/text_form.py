@@ -7,6 +7,7 @@ checking is the loader's job (`policyd.policy.loader`).
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 import lark
 from lark import Lark, Token, Tree
+from lark.parsers.lalr_interactive_parser import InteractiveParser
 
 from policyd.cel import syntax as cel_ast
 from policyd.cel.parser import GRAMMAR_DIR, CelTreeBuilder
@@ -33,6 +35,7 @@ _TERMINAL_WORDS = {
     "PROFILE": "a string",
     "SIGNED_INT": "an integer",
     "DIRECTION": "'asc' or 'desc'",
+    "QUALIFIED": "a rule as POLICY/RULE",
     "$END": "end of file",
 }
 # a keyword terminal of policy.lark: the word, then a lookahead that it ends there
@@ -157,6 +160,25 @@ def _syntax_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -
     return source.diagnostic("error", message, offset, offset + 1, "syntax")
 
 
+def _accepted(interactive: InteractiveParser) -> set[str]:
+    """The terminals that can come next, as Lark's `accepts()`, with the imported CEL ones (`cel__AND`,
+    `cel__LBRACE`, which also stands for the policy grammar's `{`) that it skips as not upper case."""
+    quiet = copy.copy(interactive.parser_state.parse_conf)
+    quiet.callbacks = {}  # feeding a trial token must not build trees
+    out: set[str] = set()
+    for name in interactive.choices():
+        if not name.rpartition("__")[2].isupper():
+            continue  # a rule, not a terminal
+        cursor = interactive.copy(deepcopy_values=False)
+        cursor.parser_state.parse_conf = quiet
+        try:
+            cursor.feed_token(Token(name, ""))
+        except lark.exceptions.UnexpectedToken:
+            continue
+        out.add(name)
+    return out
+
+
 def _parser_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -> Diagnostic:
     if isinstance(e, lark.exceptions.UnexpectedToken):
         tok = e.token
@@ -170,10 +192,7 @@ def _parser_diagnostic(e: lark.exceptions.UnexpectedInput, source: SourceFile) -
         interactive = getattr(e, "interactive_parser", None)
         if interactive is not None:
             try:
-                accepted = set(interactive.accepts())
-                if accepted and expected & _EXPRESSION_START and "IDENT" in accepted:
-                    accepted |= expected & _EXPRESSION_START
-                expected = accepted or expected
+                expected = _accepted(interactive) or expected
             except lark.exceptions.LarkError:  # pragma: no cover - defensive
                 pass
         message = f"syntax error: expected {_expected_text(expected)} but found {found}"

@@ -201,4 +201,19 @@ def test_unclosed_bracket_brace_and_string_are_reported_where_opened() -> None:
 
 def test_balanced_multiline_error_keeps_the_parsers_place() -> None:
     text = "policy p {\n  filter F { expr = f(a,\n   b c) } # (\n  // also not a bracket: [\n}\n"
-    assert _first_error(text) == (3, 6, "syntax error: expected ')' but found 'c'")
+    assert _first_error(text) == (3, 6, "syntax error: expected an operator, ')', ',' or '{' but found 'c'")
+
+
+def test_expected_terminals_include_the_cel_ones() -> None:
+    """After `1 > 2` the message listed only 'expr', 'reason', 'unresolvable' or '}' (Lark's accepts()
+    skips the imported `cel__` terminals), and after a policy name only 'extends' (the policy's `{` is
+    CEL's `cel__LBRACE`); a missing POLICY/RULE read 'expected qualified'."""
+    line, col, msg = _error("policy a {\n  filter F { expr = 1 > 2 pod }\n}\n")
+    assert (line, col) == (2, 27)
+    assert (
+        msg == "syntax error: expected an operator, 'expr', 'reason', 'unresolvable' or '}' but found 'pod'"
+    )
+    assert _error("policy a b {\n}\n")[2] == "syntax error: expected 'extends' or '{' but found 'b'"
+    assert _error("policy a {\n  disable x\n}\n")[2] == (
+        "syntax error: expected a rule as POLICY/RULE but found 'x'"
+    )
