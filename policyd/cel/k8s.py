@@ -1,7 +1,7 @@
 """Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library), the authorizer-free parts.
 
 `k8s_libraries()` returns the declarations of quantity, lists, regex, URLs, semver, IP and CIDR
-(shared with cel-go's network extension) and named formats; each library is its own module under
+(shared with cel-go's network extension), named formats and JSONPatch key escaping; each library is its own module under
 `policyd.cel.k8s_lib` (IP and CIDR: `policyd.cel.ext.network`).
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 from policyd.cel import regex
 from policyd.cel.env import FunctionDecl, Overload
 from policyd.cel.k8s_lib.formats import format_functions
+from policyd.cel.k8s_lib.jsonpatch import jsonpatch_functions
 from policyd.cel.k8s_lib.lists import list_functions
 from policyd.cel.k8s_lib.quantity import quantity_functions
 from policyd.cel.k8s_lib.semver import semver_functions
@@ -52,4 +53,5 @@ def k8s_libraries() -> tuple[dict[str, FunctionDecl], ...]:
         url_functions(),
         semver_functions(),
         format_functions(),
+        jsonpatch_functions(),
     )

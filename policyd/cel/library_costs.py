@@ -96,6 +96,7 @@ COSTS: dict[str, Cost] = {
             "string_trim",
             "string_reverse",
             "strings_quote",
+            "string_jsonpatch_escapeKey_string",
             "base64_encode_bytes",
             "base64_decode_string",
             "string_to_ip",

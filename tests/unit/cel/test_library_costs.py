@@ -44,6 +44,7 @@ def test_every_library_overload_has_a_cost_decision() -> None:
         ("s.lowerAscii()", 1 + 4),  # identifier + ceil(40 * 0.1)
         ("s.reverse()", 1 + 4),
         ("strings.quote(s)", 1 + 4),
+        ("jsonpatch.escapeKey(s)", 1 + 4),
         ("xs.reverse()", 1 + 10),
         ("xs.distinct()", 1 + 100),
         ("xs.sort()", 1 + 10 * 4),
