@@ -1,8 +1,11 @@
 """Kubernetes resource quantities: exact parsing to `Fraction`, integer scaling, canonical formatting.
 
 Grammar (apimachinery `resource.Quantity`):
-`[+-]? (digits | digits.digits? | .digits) (Ki|Mi|Gi|Ti|Pi|Ei | n|u|m|k|M|G|T|P|E | [eE][+-]?digits)?`.
-As in Kubernetes, a non-zero value is rounded away from zero to a multiple of 1n (10^-9).
+`[+-]? (digits | digits.digits? | .digits?)? (Ki|Mi|Gi|Ti|Pi|Ei | n|u|m|k|M|G|T|P|E | [eE][+-]?digits)?`,
+not empty. As in apimachinery's `ParseQuantity`, a missing number reads as 0 (`+`, `.`, `-.`, `Mi`,
+`e3`), a non-zero value is rounded away from zero to a multiple of 1n (10^-9), and a value with a
+binary suffix is capped at 2^63-1 in magnitude (`9Ei` is 9223372036854775807). Unlike apimachinery, an
+exponent beyond 10^308 is an error rather than an exact number of that size.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ _DECIMAL_BY_EXP = {exp: suffix for suffix, exp in _DECIMAL.items()}
 _BINARY_BY_EXP = {exp: suffix for suffix, exp in _BINARY.items()}
 
 _QUANTITY_RE = re.compile(
-    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<sign>[+-]?)(?P<number>[0-9]+(?:\.[0-9]*)?|\.[0-9]*)?"
     r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exp>[+-]?[0-9]+)|(?P<decimal>[numkMGTPE]?))"
 )
 # Larger exponents are certainly a data error and would make exact arithmetic needlessly costly.
 _MAX_EXPONENT = 308
 _NANO = Fraction(1, 10**9)
+_BINARY_CAP = 2**63 - 1  # apimachinery's maxAllowed, the bound of a quantity with a binary suffix
 
 
 def parse_quantity(s: str | int | float) -> Fraction:
@@ -60,12 +64,14 @@ def _parse(s: str | int | float) -> Fraction:
         return _round_nano(Fraction(repr(s)))
     if not isinstance(s, str):
         raise QuantityError(f"invalid quantity {s!r}: expected a string or number")
-    m = _QUANTITY_RE.fullmatch(s)
+    m = _QUANTITY_RE.fullmatch(s) if s else None
     if m is None:
         raise QuantityError(f"invalid quantity {s!r}")
-    value = Fraction(m.group("number"))
+    value = _number(m.group("number"))
     if m.group("binary"):
         value *= 1024 ** _BINARY[m.group("binary")]
+        if abs(value) > _BINARY_CAP:
+            value = Fraction(_BINARY_CAP)
     else:
         if m.group("exp") is not None:
             exponent = int(m.group("exp"))
@@ -79,6 +85,11 @@ def _parse(s: str | int | float) -> Fraction:
     return _round_nano(value)
 
 
+def _number(text: str | None) -> Fraction:
+    """The number before the suffix; none, or a lone point, is 0 (apimachinery's parseQuantityString)."""
+    return Fraction(text) if text and text != "." else Fraction(0)
+
+
 _MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds (apimachinery's maxInt64Factors)
 _INT64_MAX = 2**63 - 1
 
@@ -90,10 +101,10 @@ def int64_amount(s: str) -> tuple[int, int] | None:
     (What the Kubernetes CEL library's `isInteger` answers from.)"""
     if s == "0":
         return (0, 0)
-    m = _QUANTITY_RE.fullmatch(s)
+    m = _QUANTITY_RE.fullmatch(s) if s else None
     if m is None:
         return None
-    whole, _, frac = m.group("number").partition(".")
+    whole, _, frac = (m.group("number") or "").partition(".")
     whole = whole.lstrip("0") or "0"
     mantissa = 1
     if m.group("binary"):
@@ -142,15 +153,16 @@ def to_int(q: Fraction | int) -> int:
 def format_quantity(q: Fraction | int, binary: bool = False) -> str:
     """Canonical Kubernetes form: integer mantissa with the largest suffix that keeps it exact.
 
-    With `binary`, integers that are exact multiples of 1024 use Ki..Ei (as a BinarySI quantity);
-    anything else uses the decimal suffixes n..E. Values finer than 1n are rounded as on parse.
+    With `binary`, integers that are exact multiples of 1024 use Ki..Ei (as a BinarySI quantity) up
+    to the 2^63-1 a binary suffix parses to at most; anything else uses the decimal suffixes n..E, so
+    the text parses back to the value. Values finer than 1n are rounded as on parse.
     """
     value = _round_nano(Fraction(q))
     if value == 0:
         return "0"
     sign = "-" if value < 0 else ""
     magnitude = abs(value)
-    if binary and magnitude.denominator == 1 and magnitude >= 1024:
+    if binary and magnitude.denominator == 1 and 1024 <= magnitude <= _BINARY_CAP:
         mantissa = magnitude.numerator
         exp = 0
         while exp < 6 and mantissa % 1024 == 0:

@@ -62,22 +62,55 @@ def test_parse_known_values(text: str | int | float, expected: Fraction) -> None
         "1Kb",
         "1ki",
         "1.2.3",
-        ".",
-        "-",
         "1e",
         "1e+",
-        "m",
+        "i",
         "1mm",
         "--1",
         "1Gi1",
         "0x10",
         "1e999",
+        # apimachinery's TestQuantityParse invalid list
+        "1.1.M",
+        "1+1.0M",
+        "0.1mi",
+        "0.1am",
+        "aoeu",
+        ".5i",
+        "1i",
+        "-3.01i",
+        "-3.01e-",
     ],
 )
 def test_malformed_quantities_raise(text: str) -> None:
     with pytest.raises(QuantityError) as info:
         parse_quantity(text)
     assert repr(text) in str(info.value) or "range" in str(info.value)
+
+
+@pytest.mark.parametrize("text", ["+", "-", ".", "-.", "+.", "Mi", "Ki", "m", "k", "E", "e3", ".e5", "-Gi"])
+def test_a_missing_number_reads_as_zero_as_in_apimachinery(text: str) -> None:
+    """parseQuantityString turns an empty number into "0" (its own test parses "." and "-.")."""
+    assert parse_quantity(text) == 0
+    assert ev("isQuantity(s) && sign(quantity(s)) == 0", s=text) is True
+    # held as int64Amount{0, scale}: AsInt64 answers false below scale 0 ("m" is 0 x 10^-3)
+    assert ev("quantity(s).isInteger()", s=text) is (text != "m")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("9Ei", 2**63 - 1),
+        ("-9Ei", -(2**63 - 1)),
+        ("8Ei", 2**63 - 1),
+        ("9223372036854775807Ki", 2**63 - 1),
+        ("7Ei", 7 * 2**60),
+        ("10E", 10**19),  # a decimal suffix is not capped
+        ("0.000000000001Ki", Fraction(2, 10**9)),  # rounds up to 2n
+    ],
+)
+def test_binary_suffixes_are_capped_at_int64_as_in_apimachinery(text: str, expected: Fraction | int) -> None:
+    assert parse_quantity(text) == expected
 
 
 def test_error_is_value_error_and_policyd_error() -> None:
@@ -131,6 +164,8 @@ def test_scaling_rounds_up(text: str, milli: int, value: int) -> None:
         (Fraction(3 * 1024**2), True, "3Mi"),
         (Fraction(100), True, "100"),
         (Fraction(1, 2), True, "500m"),
+        (Fraction(10**19), True, "10E"),  # above what a binary suffix parses to
+        (Fraction(2**63 - 1024), True, "9007199254740991Ki"),
     ],
 )
 def test_format_canonical(value: Fraction, binary: bool, text: str) -> None:
