@@ -21,8 +21,9 @@ from typing import Any
 
 import yaml
 
+from policyd.commands.suite import SUITE_KIND, object_diagnostics
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
-from policyd.policy.documents import check_document
+from policyd.policy.documents import check_document, kinds_of
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.service import config as configuration
 from policyd.service.reload import ConfigMapSource
@@ -71,12 +72,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def load_paths(paths: list[str]) -> LoadResult:
-    """Policies under `paths`, and every other YAML document there checked against its kind's schema."""
+    """Policies under `paths`, and every other YAML document there checked against its kind's schema
+    (and a test suite's nodes, pods and PDBs as a cluster file's: `policyd.commands.suite.object_diagnostics`)."""
     others: list[str] = []
     result = load_policies(paths, others)
     for path in others:
         try:
-            result.diagnostics.extend(check_document(path))
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            found = check_document(path, text)
+            if SUITE_KIND in kinds_of(text) and not any(d.severity == "error" for d in found):
+                found += object_diagnostics(path, text)  # the suites' Kubernetes objects
+            result.diagnostics.extend(found)
         except (OSError, UnicodeDecodeError) as e:
             result.io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
             continue

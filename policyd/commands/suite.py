@@ -11,7 +11,8 @@ preemption, queue order from the scheduling queue.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,15 @@ import yaml
 
 from policyd.backends.cluster_file import cluster_objects
 from policyd.backends.simulated import SimulatedCluster
+from policyd.backends.validation import violations
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
-from policyd.errors import PolicydError
+from policyd.errors import Diagnostic, PolicydError
 from policyd.evaluation.coverage import CoverageCollector
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
 from policyd.policy.documents import check_document
+from policyd.policy.source import SourceFile
+from policyd.policy.yaml_schema import SchemaDocument, documents
 from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.objects import pod_info
@@ -34,6 +38,9 @@ from policyd.scheduler.queue import QueueConfig, SchedulingQueue
 SUITE_KIND = "PolicyTestSuite"
 PASS = "pass"
 SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
+# the lists of Kubernetes objects in a suite and in its cases, and the kind each holds
+OBJECT_LISTS = {"nodes": "Node", "pods": "Pod", "pdbs": "PodDisruptionBudget", "queue": "Pod"}
+_FIELD_PART = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
 
 
 class SuiteError(PolicydError):
@@ -94,6 +101,8 @@ def load_suite(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise SuiteError(f"{path}: {exc}") from exc
     errors = [d for d in diagnostics if d.severity == "error"]
+    if not errors:
+        errors = object_diagnostics(str(path), text)
     if errors:
         raise SuiteError("\n".join(d.format() for d in errors))
     found = [d for d in yaml.safe_load_all(text) if d is not None]  # valid YAML: check_document read it
@@ -101,6 +110,69 @@ def load_suite(path: Path) -> dict[str, Any]:
     if kinds != [SUITE_KIND]:
         raise SuiteError(f"{path}: a suite file holds one {SUITE_KIND} document (found kinds {kinds})")
     return found[0]  # type: ignore[no-any-return]
+
+
+def object_diagnostics(path: str, text: str) -> list[Diagnostic]:
+    """The nodes, pods and PodDisruptionBudgets of the suites in `text` (a file that passed
+    `check_document`) checked as `policyd simulate` checks a cluster file's objects
+    (`policyd.backends.validation`): a typo such as `conatiners`, a bad quantity or a toleration
+    that cannot be is an error at the field it concerns, not a case that fails for no visible reason."""
+    source = SourceFile(path, text)
+    diagnostics: list[Diagnostic] = []
+    for root, data in documents(source, diagnostics):
+        if not isinstance(data, dict) or data.get("kind") != SUITE_KIND:
+            continue
+        doc = SchemaDocument(source, root, diagnostics)
+        for where, obj, kind in _suite_objects(data):
+            for found in violations({**obj, "kind": obj.get("kind") or kind}, path):
+                node = _field_node(doc.root, [*where, *_field_parts(found.field)])
+                doc.error_at(node, f"{found.obj}: {found.field}: {found.message}", "object")
+    return diagnostics
+
+
+def _suite_objects(suite: Mapping[str, Any]) -> Iterator[tuple[list[str | int], Mapping[str, Any], str]]:
+    """(path in the document, object, the kind its list holds) of every object of the suite and its cases."""
+    holders: list[tuple[list[str | int], Any]] = [([], suite)]
+    holders += [(["cases", i], case) for i, case in enumerate(suite.get("cases") or ())]
+    for where, holder in holders:
+        if not isinstance(holder, Mapping):
+            continue
+        for name, kind in OBJECT_LISTS.items():
+            items = holder.get(name)
+            for j, obj in enumerate(items if isinstance(items, list) else ()):
+                if isinstance(obj, Mapping):
+                    yield [*where, name, j], obj, kind
+        if isinstance(holder.get("pod"), Mapping):
+            yield [*where, "pod"], holder["pod"], "Pod"
+
+
+def _field_parts(field_path: str) -> list[str | int]:
+    """`spec.containers[0].name` -> ["spec", "containers", 0, "name"] (`<object>`: none)."""
+    if field_path == "<object>":
+        return []
+    return [int(index) if index else key for index, key in _FIELD_PART.findall(field_path)]
+
+
+def _field_node(node: yaml.Node, parts: Sequence[str | int]) -> yaml.Node:
+    """The YAML node at `parts`, or the deepest one that exists; a key may hold dots (`nvidia.com/gpu`
+    is one key, not three), so the longest run of parts that names a key is taken."""
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node, i = node.value[part], i + 1
+            continue
+        if not isinstance(node, yaml.MappingNode) or not isinstance(part, str):
+            return node
+        values = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+        for end in range(len(parts), i, -1):
+            run = parts[i:end]
+            if all(isinstance(p, str) for p in run) and ".".join(map(str, run)) in values:
+                node, i = values[".".join(map(str, run))], end
+                break
+        else:
+            return node
+    return node
 
 
 def case_profile(

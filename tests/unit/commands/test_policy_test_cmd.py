@@ -92,6 +92,46 @@ def test_schema_violation_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "policies" in capsys.readouterr().err
 
 
+def _broken_suite(tmp_path: Path) -> Path:
+    """A suite whose objects break what an API server would check: a misspelt field, a quantity that
+    is none, a toleration that cannot be, in the suite's nodes and pods and in a case's pod."""
+    path = _suite(tmp_path, {"node": "big"})
+    suite = yaml.safe_load(path.read_text())
+    suite["pods"] = [_pod("resident", "1")]
+    suite["pods"][0]["spec"]["conatiners"] = suite["pods"][0]["spec"].pop("containers")
+    suite["nodes"][0]["status"]["allocatable"]["nvidia.com/gpu"] = "two"
+    pod = suite["cases"][0]["pod"]
+    pod["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "value": "v"}]
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    return path
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_suite_objects_are_checked_as_cluster_file_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policyd lint` reports each at its field's line; `policyd test` finds the suite unusable."""
+    path = _broken_suite(tmp_path)
+    assert main(["lint", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:{_line_of(path, 'conatiners')}:" in out
+    assert "pod default/resident: spec.containers: Required value" in out
+    assert f"{path}:{_line_of(path, 'nvidia.com/gpu')}:" in out
+    assert "node tiny: status.allocatable.nvidia.com/gpu" in out
+    assert f"{path}:{_line_of(path, 'value: v')}:" in out
+    assert "pod default/p: spec.tolerations[0].value" in out
+    assert main(["test", str(path)]) == 2
+    assert "spec.containers: Required value" in capsys.readouterr().err
+
+
+def test_valid_suite_objects_pass_lint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", str(_suite(tmp_path, {"node": "big"}))]) == 0
+    assert capsys.readouterr().out == ""
+
+
 def test_missing_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["test", str(tmp_path / "absent.yaml")]) == 2
     assert "no such file" in capsys.readouterr().err
