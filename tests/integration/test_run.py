@@ -6,8 +6,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +108,23 @@ def test_started_while_the_api_server_is_down_waits_for_it_then_schedules(
     assert wait_for(lambda: node_of(kube, ns, "p0"), timeout=60) == f"{ns}-n1", stderr_of(proc)[-3000:]
 
 
+def bound_pods(kube: KubeClient, ns: str, prefix: str) -> dict[str, str]:
+    """name -> node of the pods of `ns` named `prefix...` that are bound (one LIST)."""
+    items = kube.request("GET", object_path("v1", "pods", ns))["items"]
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in items
+        if p["metadata"]["name"].startswith(prefix) and p["spec"].get("nodeName")
+    }
+
+
 def test_two_instances_only_leader_binds_and_standby_takes_over(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
 ) -> None:
     ns = k8s.namespace
-    make_node(kube, f"{ns}-n1", labels={"pool": ns})
+    nodes = {f"{ns}-n{i}" for i in range(3)}
+    for node in sorted(nodes):
+        make_node(kube, node, labels={"pool": ns})
     a = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
     wait_for(lambda: lease_holder(kube, ns, "policyd"), timeout=30)
     b = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
@@ -119,12 +133,34 @@ def test_two_instances_only_leader_binds_and_standby_takes_over(
     for i in range(10):
         wait_for(lambda i=i: node_of(kube, ns, f"a{i}"), timeout=40)
     first = lease_holder(kube, ns, "policyd")
-    a.kill()  # dies without releasing: the standby must wait for the lease to expire
+    # a batch in flight when the leader dies: 150 pods wait for a label no node has; once the nodes get
+    # it the leader binds them, and is killed (without releasing the lease) at the first bind seen
+    batch = 150
+    with ThreadPoolExecutor(8) as creating:
+        list(
+            creating.map(
+                lambda i: make_pod(kube, ns, f"m{i}", cpu="10m", selector={"batch": ns}), range(batch)
+            )
+        )
+    for node in sorted(nodes):
+        kube.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            body={"metadata": {"labels": {"batch": ns}}},
+            content_type="application/merge-patch+json",
+        )
+    while not bound_pods(kube, ns, "m"):
+        time.sleep(0.005)
+    a.kill()
     a.wait(10)
+    assert len(bound_pods(kube, ns, "m")) < batch  # the batch was cut short
     # the standby takes the expired lease (a liveness bound, not a speed figure: the machine may be loaded)
     assert wait_for(lambda: lease_holder(kube, ns, "policyd") not in ("", first), timeout=60)
+    # and places what the leader left: every pod of the batch bound once
+    assert wait_for(lambda: len(bound_pods(kube, ns, "m")) == batch, timeout=60), stderr_of(b)[-3000:]
+    assert set(bound_pods(kube, ns, "m").values()) <= nodes
     make_pod(kube, ns, "after", selector={"pool": ns})
-    assert wait_for(lambda: node_of(kube, ns, "after"), timeout=40) == f"{ns}-n1"
+    assert wait_for(lambda: node_of(kube, ns, "after"), timeout=40) in nodes
     events = kube.request("GET", object_path("v1", "events", ns))["items"]
     scheduled = [e["involvedObject"]["name"] for e in events if e["reason"] == "Scheduled"]
     # never two successful binds of one pod (a SIGKILLed leader may lose its last queued events)
