@@ -166,8 +166,16 @@ class LocalControlPlane:
         _terminate(self._apiserver)
         self._apiserver = None
 
+    def kill_apiserver(self) -> None:
+        """SIGKILL the apiserver (requests in flight get no answer), keeping etcd; `start_apiserver`
+        brings it back on the same port."""
+        if self._apiserver is not None and self._apiserver.poll() is None:
+            self._apiserver.kill()
+            self._apiserver.wait()
+        self._apiserver = None
+
     def start_apiserver(self) -> None:
-        """Start the apiserver stopped by `stop_apiserver`."""
+        """Start the apiserver stopped by `stop_apiserver` or `kill_apiserver`."""
         if self._apiserver is None:
             self._start_apiserver()
 

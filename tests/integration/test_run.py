@@ -31,9 +31,14 @@ FAST_LEASE = {"leaseDurationSeconds": 2, "renewDeadlineSeconds": 1.5, "retryPeri
 def launch(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
 
-    def start(kubeconfig: str, *extra: str, lease: str | None = None) -> subprocess.Popen[str]:
+    def start(
+        kubeconfig: str, *extra: str, lease: str | None = None, config: dict[str, Any] | None = None
+    ) -> subprocess.Popen[str]:
         cfg = tmp_path / f"policyd-{len(procs)}.yaml"
-        doc: dict[str, Any] = {"leaderElection": dict(FAST_LEASE, leaderElect=lease is not None)}
+        doc: dict[str, Any] = {
+            "leaderElection": dict(FAST_LEASE, leaderElect=lease is not None),
+            **(config or {}),
+        }
         if lease:
             ns, name = lease.split("/")
             doc["leaderElection"].update(resourceNamespace=ns, resourceName=name)
@@ -118,6 +123,73 @@ def bound_pods(kube: KubeClient, ns: str, prefix: str) -> dict[str, str]:
     }
 
 
+def release_batch(kube: KubeClient, ns: str, nodes: set[str], count: int) -> None:
+    """`count` pods `m0...` that wait for a label no node has, then the label on `nodes`: a batch the
+    scheduler sees at once, and then binds one after another."""
+
+    def create(i: int) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"m{i}", "labels": {"batch": "m"}},
+            "spec": {
+                "schedulerName": "policyd",
+                "nodeSelector": {"batch": ns},
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "10m"}}}],
+            },
+        }
+        kube.request("POST", object_path("v1", "pods", ns), body=body)
+
+    with ThreadPoolExecutor(8) as creating:
+        list(creating.map(create, range(count)))
+    for node in sorted(nodes):
+        kube.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            body={"metadata": {"labels": {"batch": ns}}},
+            content_type="application/merge-patch+json",
+        )
+
+
+def first_bind(kube: KubeClient, ns: str) -> None:
+    """Return as soon as a pod of the batch is seen bound (a LIST of one bound pod: cheap to repeat)."""
+    deadline = time.monotonic() + 60
+    query = {"labelSelector": "batch=m", "fieldSelector": "spec.nodeName!=", "limit": 1}
+    while not kube.request("GET", object_path("v1", "pods", ns), query=query)["items"]:
+        assert time.monotonic() < deadline, "no pod bound in 60 s"
+        time.sleep(0.002)
+
+
+def test_api_server_killed_mid_batch_and_restarted_every_pod_is_bound_once(
+    kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
+) -> None:
+    ns = k8s.namespace
+    nodes = {f"{ns}-n{i}" for i in range(3)}
+    for node in sorted(nodes):
+        make_node(kube, node, labels={"pool": ns})
+    # binds at 50 a second: the batch takes seconds, so the API server dies in the middle of it
+    proc = launch(str(control_plane.kubeconfig_path), config={"clientConnection": {"qps": 50, "burst": 10}})
+    batch = 150
+    release_batch(kube, ns, nodes, batch)
+    first_bind(kube, ns)
+    assert len(bound_pods(kube, ns, "m")) < batch // 2  # the batch is under way
+    control_plane.kill_apiserver()  # binds in flight get no answer; the watches break
+    try:
+        time.sleep(2)
+    finally:
+        control_plane.start_apiserver()
+    assert wait_for(lambda: len(bound_pods(kube, ns, "m")) == batch, timeout=90), stderr_of(proc)[-3000:]
+    assert set(bound_pods(kube, ns, "m").values()) <= nodes
+    make_pod(kube, ns, "after", selector={"pool": ns})  # the watches are back
+    assert wait_for(lambda: node_of(kube, ns, "after"), timeout=40) in nodes
+    assert proc.poll() is None, stderr_of(proc)[-3000:]
+    events = kube.request("GET", object_path("v1", "events", ns))["items"]
+    scheduled = [e["involvedObject"]["name"] for e in events if e["reason"] == "Scheduled"]
+    assert len(scheduled) == len(set(scheduled))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0, stderr_of(proc)[-3000:]
+
+
 def test_two_instances_only_leader_binds_and_standby_takes_over(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
 ) -> None:
@@ -136,21 +208,8 @@ def test_two_instances_only_leader_binds_and_standby_takes_over(
     # a batch in flight when the leader dies: 150 pods wait for a label no node has; once the nodes get
     # it the leader binds them, and is killed (without releasing the lease) at the first bind seen
     batch = 150
-    with ThreadPoolExecutor(8) as creating:
-        list(
-            creating.map(
-                lambda i: make_pod(kube, ns, f"m{i}", cpu="10m", selector={"batch": ns}), range(batch)
-            )
-        )
-    for node in sorted(nodes):
-        kube.request(
-            "PATCH",
-            f"/api/v1/nodes/{node}",
-            body={"metadata": {"labels": {"batch": ns}}},
-            content_type="application/merge-patch+json",
-        )
-    while not bound_pods(kube, ns, "m"):
-        time.sleep(0.005)
+    release_batch(kube, ns, nodes, batch)
+    first_bind(kube, ns)
     a.kill()
     a.wait(10)
     assert len(bound_pods(kube, ns, "m")) < batch  # the batch was cut short
