@@ -190,6 +190,57 @@ def test_api_server_killed_mid_batch_and_restarted_every_pod_is_bound_once(
     assert proc.wait(20) == 0, stderr_of(proc)[-3000:]
 
 
+def unschedulable(kube: KubeClient, ns: str, name: str) -> bool:
+    pod = kube.request("GET", object_path("v1", "pods", ns, name))
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions)
+
+
+def test_pods_deleted_while_pending_are_dropped_and_hold_no_room(
+    kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
+) -> None:
+    """A parked pod deleted is never bound when room appears; pods deleted while a batch is being
+    placed (queued, or their bind in flight) leave their room to the pods created after them."""
+    ns = k8s.namespace
+    small, big = f"{ns}-small", f"{ns}-big"
+    make_node(kube, small, cpu="1", labels={"pool": ns})
+    proc = launch(str(control_plane.kubeconfig_path))
+    make_pod(kube, ns, "p0", cpu="600m", selector={"pool": ns})
+    assert wait_for(lambda: node_of(kube, ns, "p0"), timeout=40) == small
+    for name in ("p1", "p2"):  # no room left: both parked
+        make_pod(kube, ns, name, cpu="600m", selector={"pool": ns})
+        assert wait_for(lambda name=name: unschedulable(kube, ns, name), timeout=40)
+    kube.request("DELETE", object_path("v1", "pods", ns, "p1"), body={"gracePeriodSeconds": 0})
+    kube.request("DELETE", object_path("v1", "pods", ns, "p0"), body={"gracePeriodSeconds": 0})
+    assert wait_for(lambda: node_of(kube, ns, "p2"), timeout=40) == small
+    # a node with room for exactly 20 pods of 50m; 20 are created and 10 of them deleted at once,
+    # while they are being placed; 10 more created afterwards must all fit
+    make_node(kube, big, cpu="1", labels={"pool": f"{ns}-fill"})
+
+    def fill(name: str) -> None:
+        make_pod(kube, ns, name, cpu="50m", selector={"pool": f"{ns}-fill"})
+
+    def delete(name: str) -> None:
+        try:
+            kube.request("DELETE", object_path("v1", "pods", ns, name), body={"gracePeriodSeconds": 0})
+        except ApiError as err:
+            assert err.not_found
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(fill, [f"f{i}" for i in range(20)]))
+        list(pool.map(delete, [f"f{i}" for i in range(0, 20, 2)]))
+        list(pool.map(fill, [f"g{i}" for i in range(10)]))
+    kept = {f"f{i}" for i in range(1, 20, 2)} | {f"g{i}" for i in range(10)}
+    # well within the 30 s after which a bind that never returned would be given up: no leaked room
+    assert wait_for(lambda: kept <= set(bound_pods(kube, ns, "")), timeout=20), stderr_of(proc)[-3000:]
+    assert set(bound_pods(kube, ns, "f")) == {f"f{i}" for i in range(1, 20, 2)}
+    assert proc.poll() is None, stderr_of(proc)[-3000:]
+    events = kube.request("GET", object_path("v1", "events", ns))["items"]
+    assert not [e for e in events if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "p1"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) == 0, stderr_of(proc)[-3000:]
+
+
 def test_two_instances_only_leader_binds_and_standby_takes_over(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
 ) -> None:
