@@ -202,7 +202,7 @@ def test_pods_deleted_while_pending_are_dropped_and_hold_no_room(
     """A parked pod deleted is never bound when room appears; pods deleted while a batch is being
     placed (queued, or their bind in flight) leave their room to the pods created after them."""
     ns = k8s.namespace
-    small, big = f"{ns}-small", f"{ns}-big"
+    small, filled = f"{ns}-small", f"{ns}-filled"
     make_node(kube, small, cpu="1", labels={"pool": ns})
     proc = launch(str(control_plane.kubeconfig_path))
     make_pod(kube, ns, "p0", cpu="600m", selector={"pool": ns})
@@ -215,7 +215,7 @@ def test_pods_deleted_while_pending_are_dropped_and_hold_no_room(
     assert wait_for(lambda: node_of(kube, ns, "p2"), timeout=40) == small
     # a node with room for exactly 20 pods of 50m; 20 are created and 10 of them deleted at once,
     # while they are being placed; 10 more created afterwards must all fit
-    make_node(kube, big, cpu="1", labels={"pool": f"{ns}-fill"})
+    make_node(kube, filled, cpu="1", labels={"pool": f"{ns}-fill"})
 
     def fill(name: str) -> None:
         make_pod(kube, ns, name, cpu="50m", selector={"pool": f"{ns}-fill"})
@@ -234,6 +234,7 @@ def test_pods_deleted_while_pending_are_dropped_and_hold_no_room(
     # well within the 30 s after which a bind that never returned would be given up: no leaked room
     assert wait_for(lambda: kept <= set(bound_pods(kube, ns, "")), timeout=20), stderr_of(proc)[-3000:]
     assert set(bound_pods(kube, ns, "f")) == {f"f{i}" for i in range(1, 20, 2)}
+    assert set(bound_pods(kube, ns, "g").values()) == {filled}
     assert proc.poll() is None, stderr_of(proc)[-3000:]
     events = kube.request("GET", object_path("v1", "events", ns))["items"]
     assert not [e for e in events if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == "p1"]
