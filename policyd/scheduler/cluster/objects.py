@@ -337,6 +337,7 @@ class NodeInfo:
         if fresh.name != self.name:
             raise ClusterDataError(f"node {self.name}: update carries another name {fresh.name!r}")
         pods = list(self.pods.values())
+        used_ports = self.cel.get("usedPorts", [])
         for f in ("uid", "labels", "taints", "allocatable", "capacity", "images", "ready", "unschedulable"):
             setattr(self, f, getattr(fresh, f))
         self.raw = fresh.raw
@@ -345,6 +346,7 @@ class NodeInfo:
         self.cel.update(fresh.cel)
         for pv in pods:
             self.add_pod(pv)
+        self.cel["usedPorts"] = used_ports  # a node update leaves them as they were (see `_forget`)
 
     # -- pod accounting (incremental)
 
@@ -394,14 +396,18 @@ class NodeInfo:
         self.cel["podCount"] = len(pods)
 
     def _forget(self, old: PodInfo) -> None:
-        """Take a removed pod's requests and host ports off the node."""
+        """Take a removed pod's requests and host ports off the node.
+
+        The node's used ports are a set, as kube-scheduler's NodeInfo.UsedPorts (HostPortInfo): a
+        removed pod's (hostIP, hostPort, protocol) leaves it even when another pod on the node still
+        declares it (two pods bound to one node by name may). So a preemption that evicts one of them
+        frees the port for the preemptor, as in kube-scheduler (the differential run s53-44)."""
         self._account(old, -1)
-        ports: list[dict[str, Any]] = self.cel["usedPorts"]
-        for p in old.cel["hostPorts"]:
-            for i, q in enumerate(ports):
-                if q is p:
-                    del ports[i]
-                    break
+        if old.host_ports:
+            gone = set(old.host_ports)
+            self.cel["usedPorts"] = [
+                p for p in self.cel["usedPorts"] if (p["hostIP"], p["hostPort"], p["protocol"]) not in gone
+            ]
 
     def _account(self, pv: PodInfo, sign: int) -> None:
         """Add (sign 1) or subtract (sign -1) the pod's requests."""

@@ -407,13 +407,11 @@ def _expected_allocation(ns: NodeInfo) -> dict[str, Any]:
     requested = dict.fromkeys(ns.allocatable, 0)
     requested.update({"cpu": requested.get("cpu", 0), "memory": 0, "ephemeral-storage": 0})
     non_zero = {"cpu": 0, "memory": 0}
-    ports: list[dict[str, Any]] = []
     for pv in ns.pods.values():
         for res, v in pv.requests.items():
             requested[res] = requested.get(res, 0) + v
         for res, v in pv.non_zero_requests.items():
             non_zero[res] += v
-        ports += pv.cel["hostPorts"]
     requested["pods"] = len(ns.pods)
     return {
         "requested": requested,
@@ -421,7 +419,6 @@ def _expected_allocation(ns: NodeInfo) -> dict[str, Any]:
         "free": {k: v - requested[k] for k, v in ns.allocatable.items()},
         "podCount": len(ns.pods),
         "pods": sorted(pv.key for pv in ns.pods.values()),
-        "usedPorts": sorted((p["hostPort"], p["protocol"]) for p in ports),
     }
 
 
@@ -435,8 +432,11 @@ def _actual_allocation(ns: NodeInfo) -> dict[str, Any]:
         "free": cel["free"],
         "podCount": cel["podCount"],
         "pods": sorted(f"{p['namespace']}/{p['name']}" for p in cel["pods"]),
-        "usedPorts": sorted((p["hostPort"], p["protocol"]) for p in cel["usedPorts"]),
     }
+
+
+def _used_ports(ns: NodeInfo) -> set[tuple[str, int, str]]:
+    return {(p["hostIP"], p["hostPort"], p["protocol"]) for p in ns.cel["usedPorts"]}
 
 
 def _pod_pool() -> list[PodInfo]:
@@ -454,13 +454,19 @@ def _pod_pool() -> list[PodInfo]:
 def test_incremental_accounting_matches_a_rebuild(ops: list[tuple[bool, int]]) -> None:
     pool = _pod_pool()
     ns = node_info(make_node("n1", extended={"nvidia.com/gpu": 2}))
+    # kube-scheduler's HostPortInfo: a set, a removed pod's ports leave it (pods a and c share port 80)
+    used: set[tuple[str, int, str]] = set()
     for add, i in ops:
+        present = pool[i].key in ns.pods
+        if present:  # removed (an add replaces the pod: remove, then add)
+            used -= set(pool[i].host_ports)
         if add:
+            used |= set(pool[i].host_ports)
             ns.add_pod(pool[i])
         else:
-            present = pool[i].key in ns.pods
             assert ns.remove_pod(pool[i]) == present
         assert _actual_allocation(ns) == _expected_allocation(ns)
+        assert _used_ports(ns) == used
 
 
 @settings(max_examples=80, deadline=None)
@@ -502,6 +508,7 @@ def test_removing_several_pods_at_once_is_removing_them_one_after_another(
     assert list(at_once.pods) == list(one_by_one.pods)
     assert [c["name"] for c in at_once.cel["pods"]] == [c["name"] for c in one_by_one.cel["pods"]]
     assert _actual_allocation(at_once) == _expected_allocation(at_once) == _actual_allocation(one_by_one)
+    assert _used_ports(at_once) == _used_ports(one_by_one)
 
 
 def test_add_pod_twice_replaces_and_remove_reports_absence() -> None:
@@ -531,6 +538,27 @@ def test_clone_without_and_with_pods_leave_the_original_alone() -> None:
     assert plus.cel["podCount"] == 4
     assert _actual_allocation(plus) == _expected_allocation(plus)
     assert _actual_allocation(ns) == before
+
+
+def test_used_ports_are_a_set_as_in_kube_scheduler() -> None:
+    """Two pods bound to one node by name may declare one host port; removing either frees the port,
+    as kube-scheduler's NodeInfo.RemovePod does (HostPortInfo.Remove), so a preemption evicting one of
+    them lets a pod asking for the port in (differential run s53-44). A node update keeps them."""
+    pool = _pod_pool()  # a: port 80; c: ports 443 and 80
+    ns = node_info(make_node("n1", extended={"nvidia.com/gpu": 2}))
+    for pv in pool[:3]:
+        ns.add_pod(pv)
+    port_80 = ("0.0.0.0", 80, "TCP")
+    assert port_80 in _used_ports(ns)
+    without_a = ns.clone_without([pool[0]])
+    assert _used_ports(without_a) == {("0.0.0.0", 443, "TCP")}
+    assert port_80 in _used_ports(ns)  # the original is left alone
+    assert ns.remove_pod(pool[2])
+    assert _used_ports(ns) == set()  # a still declares 80, yet it is free
+    ns.update_node(make_node("n1", cpu="8", extended={"nvidia.com/gpu": 2}))
+    assert _used_ports(ns) == set()
+    ns.add_pod(pool[2])
+    assert _used_ports(ns) == {port_80, ("0.0.0.0", 443, "TCP")}
 
 
 def test_update_node_keeps_pods_and_updates_in_place() -> None:
