@@ -123,6 +123,14 @@ def bound_pods(kube: KubeClient, ns: str, prefix: str) -> dict[str, str]:
     }
 
 
+def pool_nodes(kube: KubeClient, ns: str) -> set[str]:
+    """Three nodes of their own (label `pool: <ns>`); their names."""
+    nodes = {f"{ns}-n{i}" for i in range(3)}
+    for node in sorted(nodes):
+        make_node(kube, node, labels={"pool": ns})
+    return nodes
+
+
 def release_batch(kube: KubeClient, ns: str, nodes: set[str], count: int) -> None:
     """`count` pods `m0...` that wait for a label no node has, then the label on `nodes`: a batch the
     scheduler sees at once, and then binds one after another."""
@@ -164,9 +172,7 @@ def test_api_server_killed_mid_batch_and_restarted_every_pod_is_bound_once(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
 ) -> None:
     ns = k8s.namespace
-    nodes = {f"{ns}-n{i}" for i in range(3)}
-    for node in sorted(nodes):
-        make_node(kube, node, labels={"pool": ns})
+    nodes = pool_nodes(kube, ns)
     # binds at 50 a second: the batch takes seconds, so the API server dies in the middle of it
     proc = launch(str(control_plane.kubeconfig_path), config={"clientConnection": {"qps": 50, "burst": 10}})
     batch = 150
@@ -246,9 +252,7 @@ def test_two_instances_only_leader_binds_and_standby_takes_over(
     kube: KubeClient, k8s: KubeTestContext, control_plane: LocalControlPlane, launch: Callable[..., Any]
 ) -> None:
     ns = k8s.namespace
-    nodes = {f"{ns}-n{i}" for i in range(3)}
-    for node in sorted(nodes):
-        make_node(kube, node, labels={"pool": ns})
+    nodes = pool_nodes(kube, ns)
     a = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
     wait_for(lambda: lease_holder(kube, ns, "policyd"), timeout=30)
     b = launch(str(control_plane.kubeconfig_path), lease=f"{ns}/policyd")
