@@ -36,7 +36,8 @@ _QUANTITY_RE = re.compile(
 # Larger exponents are certainly a data error and would make exact arithmetic needlessly costly.
 _MAX_EXPONENT = 308
 _NANO = Fraction(1, 10**9)
-_BINARY_CAP = 2**63 - 1  # apimachinery's maxAllowed, the bound of a quantity with a binary suffix
+_INT64_MAX = 2**63 - 1
+_BINARY_CAP = _INT64_MAX  # apimachinery's maxAllowed, the bound of a quantity with a binary suffix
 
 
 def parse_quantity(s: str | int | float) -> Fraction:
@@ -91,7 +92,6 @@ def _number(text: str | None) -> Fraction:
 
 
 _MAX_INT64_FACTORS = 18  # decimal digits an int64 always holds (apimachinery's maxInt64Factors)
-_INT64_MAX = 2**63 - 1
 
 
 def int64_amount(s: str) -> tuple[int, int] | None:
