@@ -237,7 +237,7 @@ _META_VOLATILE = ("resourceVersion", "managedFields")
 # object has one): an update that changes only these is derived too, not converted afresh
 _META_DELETION = ("deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 _META_DERIVED = _META_VOLATILE + _META_DELETION
-_META_REPROJECTED = ("resourceVersion", *_META_DELETION)
+_DELETION_KEYS = frozenset(_META_DELETION)
 
 
 def _without(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -262,6 +262,7 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
         and isinstance(spec, dict)
         and isinstance(old_spec, dict)
         and isinstance(spec.get("nodeName", ""), str)
+        and isinstance(meta.get("resourceVersion", ""), str)
         and _without(meta, _META_DERIVED) == _without(old_meta, _META_DERIVED)
         and _without(spec, ("nodeName",)) == _without(old_spec, ("nodeName",))
         and status_resources(_status_of(obj)) == status_resources(_status_of(old))
@@ -271,10 +272,16 @@ def pod_info_update(prev: PodInfo, obj: Mapping[str, Any]) -> PodInfo:
     status = mapping(obj.get("status"), f"{where}: status")
     cel_status = project(status, kt.POD_STATUS, f"{where}: status")
     node_name = spec.get("nodeName") or ""
-    metadata = {k: v for k, v in prev.cel["metadata"].items() if k not in _META_REPROJECTED}
-    metadata.update(
-        project({k: meta[k] for k in _META_REPROJECTED if k in meta}, kt.OBJECT_META, f"{where}: metadata")
-    )
+    metadata = dict(prev.cel["metadata"])
+    if meta.get("resourceVersion") is None:
+        metadata.pop("resourceVersion", None)
+    else:
+        metadata["resourceVersion"] = meta["resourceVersion"]
+    if not (_DELETION_KEYS.isdisjoint(meta) and _DELETION_KEYS.isdisjoint(metadata)):
+        for k in _META_DELETION:
+            metadata.pop(k, None)
+        deletion = {k: meta[k] for k in _META_DELETION if k in meta}
+        metadata.update(project(deletion, kt.OBJECT_META, f"{where}: metadata"))
     cel_spec = dict(prev.cel["spec"])
     if spec.get("nodeName") is None:
         cel_spec.pop("nodeName", None)
