@@ -9,7 +9,7 @@ resolves through the columns. `Unsupported` says a plan cannot evaluate an expre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +95,11 @@ _NODE_DEPENDENT = frozenset({Num, Cat, NodeRef, MapRef, LabelsRef})  # final cla
 def is_scalar(v: Any) -> bool:
     """True for a pod-only value (not a column, categorical or node reference)."""
     return type(v) not in _NODE_DEPENDENT
+
+
+def all_scalar(values: Iterable[Any]) -> bool:
+    """True when every value is pod-only."""
+    return _NODE_DEPENDENT.isdisjoint(map(type, values))
 
 
 def scalar_kind(v: Any) -> str:

@@ -31,7 +31,6 @@ from policyd.evaluation.columnar import (
     NODE,
     OPERATORS,
     AnyArray,
-    BoolArray,
     Cat,
     EvalErr,
     LabelsRef,
@@ -39,6 +38,7 @@ from policyd.evaluation.columnar import (
     NodeRef,
     Num,
     Unsupported,
+    all_scalar,
     dense_unique,
     guarded,
     is_scalar,
@@ -56,6 +56,13 @@ from policyd.evaluation.columnar import (
 # node fields the columns hold; any other node field makes an expression per-node
 RESOURCE_MAPS = frozenset({"allocatable", "requested", "nonZeroRequested", "capacity", "free"})
 NODE_FIELDS = RESOURCE_MAPS | {"labels", "taints", "name", "images", "podCount", "unschedulable", "ready"}
+
+_SELECT = guarded(rt.select)
+_HAS = guarded(rt.has)
+_GUARDED = {fn: guarded(impl) for fn, impl in OPERATORS.items()}  # the CEL operators over scalars
+_REFS = frozenset({NodeRef, MapRef, LabelsRef})
+_UNTYPED = object()  # a field selection on a value not of an object type
+_UNSEEN = object()
 
 
 class FunctionTable:
@@ -97,9 +104,12 @@ class Interpreter:
         functions: FunctionTable,
         types: Mapping[int, Any] | None = None,
         rows: Any = None,
+        field_zeros: dict[int, Any] | None = None,
     ) -> None:
         self.functions = functions
         self.types = types or {}
+        # id(Select) -> the zero value of the selected field, or _UNTYPED (the plan's, kept across pods)
+        self.field_zeros: dict[int, Any] = {} if field_zeros is None else field_zeros
         self.columns = columns
         self.rows: npt.NDArray[np.intp] | None = None if rows is None else np.asarray(rows, dtype=np.intp)
         self.n = len(columns) if self.rows is None else len(self.rows)
@@ -195,6 +205,8 @@ class Interpreter:
 
     def materialise(self, v: Any) -> Any:
         """A node reference as a value (whole-map categorical); other values unchanged."""
+        if type(v) not in _REFS:
+            return v
         if v is LABELS:
             cat = self.columns.whole["labels"]
             return Cat(self.take(cat.codes).astype(np.intp), cat.values)
@@ -220,19 +232,25 @@ class Interpreter:
                 return self.member_in(e.field, obj)
             return self.index(obj, e.field)
         if not e.test_only:
-            ot = self.types.get(id(e.operand))
-            if isinstance(ot, ObjectType):
-                ft = ot.field_type(e.field)
-                if ft is not None:
-                    zero = zero_value(ft)
-                    if type(obj) is dict:  # a pod-only object: its field, or the zero value
-                        return obj.get(e.field, zero)
-                    typed = guarded(lambda o: o.get(e.field, zero))
-                    return per_category(typed, [obj], self.n)
-        fn = guarded(rt.has if e.test_only else rt.select)
+            zero = self.field_zero(e)
+            if zero is not _UNTYPED:
+                if type(obj) is dict:  # a pod-only object: its field, or the zero value
+                    return obj.get(e.field, zero)
+                typed = guarded(lambda o: o.get(e.field, zero))
+                return per_category(typed, [obj], self.n)
+        fn = _HAS if e.test_only else _SELECT
         if is_scalar(obj):
             return fn(obj, e.field)
         return per_category(lambda o: fn(o, e.field), [obj], self.n)
+
+    def field_zero(self, e: ast.Select) -> Any:
+        """The value an absent field selected by `e` reads as (its type's zero), or `_UNTYPED`."""
+        zero = self.field_zeros.get(id(e), _UNSEEN)
+        if zero is _UNSEEN:
+            ot = self.types.get(id(e.operand))
+            ft = ot.field_type(e.field) if isinstance(ot, ObjectType) else None
+            zero = self.field_zeros[id(e)] = _UNTYPED if ft is None else zero_value(ft)
+        return zero
 
     def member_in(self, key: Any, ref: Any) -> Any:
         """`key in node.labels` / `key in node.<map>` for a pod-only string key."""
@@ -278,7 +296,7 @@ class Interpreter:
                     return self.eval(e.args[2])
                 return first if isinstance(first, EvalErr) else scalar_ternary(first, None, None)
             args = [first] + [self.eval(a) for a in e.args[1:]]
-            if all(is_scalar(a) for a in args):
+            if all_scalar(args):
                 if fn == "_&&_":
                     return scalar_and(*args)
                 if fn == "_||_":
@@ -315,7 +333,7 @@ class Interpreter:
                     return self.index(container, key) if fn == "_[_]" else self.member_in(key, container)
                 raw = [container, key] if fn == "_[_]" else [key, container]
         args = [self.materialise(a) for a in raw]
-        if all(is_scalar(a) for a in args):
+        if all_scalar(args):
             return self.scalar_call(fn, args, member=False)
         if (fn in ARITH or fn in COMPARE or fn == "-_") and any(isinstance(a, Num) for a in args):
             out = column_op(fn, args, n)
@@ -330,13 +348,12 @@ class Interpreter:
             out = convert(fn, args[0], n)
             if out is not None:
                 return out
-        impl = guarded(OPERATORS[fn]) if fn in OPERATORS else self.functions.dispatcher(fn, False, len(args))
+        impl = _GUARDED.get(fn) or self.functions.dispatcher(fn, False, len(args))
         return per_category(impl, args, n)
 
     def scalar_call(self, fn: str, args: list[Any], member: bool) -> Any:
-        if fn in OPERATORS:
-            return guarded(OPERATORS[fn])(*args)
-        return self.functions.dispatcher(fn, member, len(args))(*args)
+        impl = _GUARDED.get(fn) or self.functions.dispatcher(fn, member, len(args))
+        return impl(*args)
 
     def ternary(self, c: Any, a: Any, b: Any) -> Any:
         n = self.n
@@ -417,8 +434,7 @@ class Interpreter:
             return None
         n = self.n
         saved = dict(self.env)
-        outputs: list[Any] = []
-        truths: list[tuple[BoolArray, BoolArray]] = []
+        outputs: list[tuple[Any, Any]] = []  # (predicate, transformed element) per element
         try:
             for item in items:
                 self.env[e.iter_var] = item
@@ -427,24 +443,17 @@ class Interpreter:
                 out = self.eval(transform)
                 if not is_scalar(out):
                     raise Unsupported("node-dependent map transform")
-                if is_scalar(p) and not truths and not isinstance(p, EvalErr):
-                    outputs.append((p, out))
-                    continue
                 outputs.append((p, out))
-                truths.append(truth(p, n) if not is_scalar(p) else truth(p, n))
         finally:
             self.env = saved
-        if all(is_scalar(p) for p, _ in outputs):
+        if all_scalar(p for p, _ in outputs):
             return None
         code = np.zeros(n, dtype=np.int64)
         bad = np.zeros(n, dtype=bool)
-        first_err: list[Any] = []
         for i, (p, _) in enumerate(outputs):
             true, err = truth(p, n)
             code |= true.astype(np.int64) << i
-            if err.any():
-                bad |= err & ~np.zeros(n, dtype=bool)
-                first_err.append(p)
+            bad |= err
         # an error in any element's predicate (or a non-bool predicate) makes the whole result an error
         uniq, inverse = (
             dense_unique(code, 1 << len(outputs))

@@ -50,6 +50,7 @@ class ExprPlan:
     kind: str  # "filter" | "score"
     functions: FunctionTable
     types: Mapping[int, Any] = field(default_factory=dict)  # id(syntax node) -> checked type
+    field_zeros: dict[int, Any] = field(default_factory=dict, compare=False)  # the interpreters' cache
 
     def evaluate(
         self,
@@ -63,7 +64,9 @@ class ExprPlan:
         ev = (
             memo._ev
             if memo is not None
-            else Interpreter(columns, pod, cluster, self.lets, self.functions, self.types, rows)
+            else Interpreter(
+                columns, pod, cluster, self.lets, self.functions, self.types, rows, self.field_zeros
+            )
         )
         n = ev.n
         unsure = np.zeros(n, dtype=bool)
@@ -120,8 +123,9 @@ class Evaluation:
         cluster: Any = None,
         types: Mapping[int, Any] | None = None,
         rows: Any = None,
+        field_zeros: dict[int, Any] | None = None,
     ) -> None:
-        self._ev = Interpreter(columns, pod, cluster, lets, functions, types, rows)
+        self._ev = Interpreter(columns, pod, cluster, lets, functions, types, rows, field_zeros)
 
     def know_let(self, name: str, value: Any) -> None:
         """Use `value` for let `name` (computed elsewhere, e.g. a pod-only let) instead of evaluating it."""
@@ -137,9 +141,12 @@ class PolicyPlan:
     scores: tuple[ExprPlan | None, ...]
     functions: FunctionTable
     types: Mapping[int, Any] = field(default_factory=dict)
+    field_zeros: dict[int, Any] = field(default_factory=dict, compare=False)  # the interpreters' cache
 
     def evaluation(
         self, columns: Any, pod: Mapping[str, Any], cluster: Any = None, rows: Any = None
     ) -> Evaluation:
         """Per-pod state shared by this policy's plans (over `rows` of the columns, default all)."""
-        return Evaluation(columns, pod, self.lets, self.functions, cluster, self.types, rows)
+        return Evaluation(
+            columns, pod, self.lets, self.functions, cluster, self.types, rows, self.field_zeros
+        )
