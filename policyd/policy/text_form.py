@@ -411,7 +411,10 @@ class _PolicyBuilder:
         name_tok, values = self._rule_fields(tree, "score")
         weight = 1
         if "weight" in values:
-            weight = int(str(values["weight"]))
+            given = self._weight(values["weight"])
+            if given is None:
+                return
+            weight = given
         normalize: Any = "none"
         if "normalize" in values:
             normalize = self._normalize(values["normalize"])
@@ -424,7 +427,11 @@ class _PolicyBuilder:
     def _score_override(self, tree: Tree[Any], overrides: list[ir.RuleOverride]) -> None:
         """`override score POLICY/RULE { weight = N  normalize = WORD }`."""
         name_tok, values = self._rule_fields(tree, "override score")
-        weight = int(str(values["weight"])) if "weight" in values else None
+        weight = None
+        if "weight" in values:
+            weight = self._weight(values["weight"])
+            if weight is None:
+                return
         normalize: Any = None
         if "normalize" in values:
             normalize = self._normalize(values["normalize"])
@@ -439,6 +446,19 @@ class _PolicyBuilder:
             )
             return
         overrides.append(ir.RuleOverride(self.name(name_tok), weight=weight, normalize=normalize))
+
+    def _weight(self, tok: Token) -> int | None:
+        """The weight a SIGNED_INT token gives (None after reporting a negative one)."""
+        weight = int(str(tok))
+        if weight < 0:
+            self.error(
+                f"weight {weight} is negative (a score that should prefer low values: normalize = reverse)",
+                tok.start_pos or 0,
+                tok.end_pos,
+                code="bad-value",
+            )
+            return None
+        return weight
 
     def _normalize(self, tok: Token) -> Any:
         """The normalisation a WORD token names (None after reporting an unknown one)."""

@@ -116,6 +116,12 @@ def test_glued_policy_and_extends_keywords_are_syntax_errors() -> None:
 def test_semantic_field_errors() -> None:
     line, col, msg = _error("policy a {\n  score s { normalize = most expr = 1 }\n}\n")
     assert (line, col) == (2, 25) and "unknown normalize value 'most'" in msg
+    line, col, msg = _error("policy a {\n  score s { weight = -1 expr = 1 }\n}\n")
+    assert (line, col) == (2, 22) and "weight -1 is negative" in msg
+    line, col, msg = _error(
+        "policy a extends default {\n  override score default/ImageLocality { weight = -3 }\n}\n"
+    )
+    assert (line, col) == (2, 51) and "weight -3 is negative" in msg
     line, col, msg = _error('policy a {\n  filter f { reason = "x" }\n}\n')
     assert (line, col) == (2, 10) and "'expr' is required" in msg
     line, col, msg = _error("policy a {\n  match = true\n  match = false\n}\n")
