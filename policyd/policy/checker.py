@@ -61,7 +61,13 @@ class PolicyChecker:
         for permit in p.permits:
             label = f"permit {permit.name.value!r}"
             self.expression(permit.group, Context.PERMIT_GROUP, f"{label}: group")
-            self.expression(permit.min_member, Context.PERMIT_MIN_MEMBER, f"{label}: minMember")
+            result = self.expression(permit.min_member, Context.PERMIT_MIN_MEMBER, f"{label}: minMember")
+            if (
+                not result.issues
+                and result_problem(Context.PERMIT_MIN_MEMBER, result.type) is None
+                and next(free_idents(permit.min_member.ast), None) is None
+            ):
+                self.min_member(permit.min_member, result, f"{label}: minMember")
             if permit.timeout is not None:
                 result = self.expression(permit.timeout, Context.PERMIT_TIMEOUT, f"{label}: timeout")
                 if not result.issues and result_problem(Context.PERMIT_TIMEOUT, result.type) is None:
@@ -187,6 +193,18 @@ class PolicyChecker:
             self.diagnostics.append(
                 expr.diagnostic("error", f"{label}: must not be negative", code="constant")
             )
+
+    def min_member(self, expr: ir.Expression, result: CheckResult, label: str) -> None:
+        """Evaluate a constant minMember now: a group smaller than one pod waits for nothing."""
+        env = policy_env(Context.PERMIT_MIN_MEMBER)
+        try:
+            value = generate_function(expr.ast, result, env, ()).compile()()
+        except EVAL_ERRORS as e:
+            self.diagnostics.append(expr.diagnostic("error", f"{label}: {as_eval_error(e)}", code="constant"))
+            return
+        if type(value) is int and value < 1:
+            message = f"{label}: {value} is below 1 (the group's pods would never wait for each other)"
+            self.diagnostics.append(expr.diagnostic("error", message, code="constant"))
 
     def cost(self, expr: ir.Expression, env: CelEnv, result: CheckResult, label: str) -> None:
         """Report an expression whose estimated cost is over the limit, at its most expensive part."""
