@@ -662,7 +662,8 @@ def index(container: Any, key: Any) -> Any:
 
 def in_(value: Any, container: Any) -> bool:
     """CEL `value in container` for lists and maps."""
-    if isinstance(container, Mapping):
+    tc = type(container)
+    if tc is not list and tc is not tuple and isinstance(container, Mapping):
         return map_lookup(container, value)[0]
     if isinstance(container, list | tuple):
         tv = type(value)
@@ -748,16 +749,20 @@ def make_map(entries: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return out
 
 
+_RANGES = frozenset({list, tuple, dict})  # the common range types, told by exact type
+_SIZED = _RANGES | {str}
+
+
 def size(v: Any) -> int:
     """`size(v)` of a string (code points), bytes, list or map."""
-    if isinstance(v, str | bytes | list | tuple | Mapping):
+    if type(v) in _SIZED or isinstance(v, str | bytes | list | tuple | Mapping):
         return len(v)
     raise no_overload("size", v)
 
 
 def iterate(v: Any) -> Any:
     """The elements a comprehension ranges over: list elements or map keys."""
-    if isinstance(v, list | tuple | Mapping):
+    if type(v) in _RANGES or isinstance(v, list | tuple | Mapping):
         return v
     raise CelEvalError(f"cannot range over {type_name(v)}")
 

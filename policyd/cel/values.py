@@ -264,8 +264,14 @@ def freeze(value: object) -> Hashable:
 
     Raises TypeError for a leaf value that is not hashable or map keys that cannot be ordered.
     """
+    t = type(value)
+    if t in _LEAVES:  # the common leaves, told by exact type before the Mapping check
+        return (t.__name__, value)
     if isinstance(value, Mapping):
         return ("m", tuple(sorted((freeze(k), freeze(v)) for k, v in value.items())))
     if isinstance(value, list | tuple):
         return ("l", tuple(freeze(v) for v in value))
-    return (type(value).__name__, value)
+    return (t.__name__, value)
+
+
+_LEAVES = frozenset({str, int, bool, float})
