@@ -6,7 +6,8 @@ unschedulable). Templates are Kubernetes objects as dicts, copied from scheduler
 `config/*.yaml`: node-default (pods 110, cpu 4, memory 32Gi), pod-default (cpu 100m, memory 500Mi),
 pod-with-node-affinity, pod-with-topology-spreading, pod-with-pod-anti-affinity, pod-low-priority /
 pod-high-priority (Preemption), pod-large-cpu (Unschedulable). `scaled(pods, nodes)` shrinks the pod
-(and optionally node) counts for quick runs.
+(and optionally node) counts for quick runs; where the setup pods fill the nodes (Preemption) the
+nodes shrink with the pods, or nothing would be preempted.
 """
 
 from __future__ import annotations
@@ -148,11 +149,17 @@ class Workload:
     name: str
     ops: tuple[Op, ...]
     description: str = ""
+    # the setup pods fill the nodes (Preemption): fewer pods on as many nodes would leave room and
+    # nothing would be preempted, so `scaled` shrinks the nodes with the pods
+    fills_nodes: bool = False
 
     def scaled(self, pods: float, nodes: float = 1.0) -> Workload:
-        """The same workload with pod counts times `pods` and node counts times `nodes` (at least 1)."""
+        """The same workload with pod counts times `pods` and node counts times `nodes` (at least 1);
+        for a workload that `fills_nodes`, node counts times `pods * nodes`, keeping its shape."""
         if pods == 1 and nodes == 1:
             return self
+        if self.fills_nodes:
+            nodes *= pods
 
         def scale(op: Op) -> Op:
             if isinstance(op, CreatePods):
@@ -248,6 +255,7 @@ def _preemption(nodes: int, init: int, measured: int) -> Workload:
             Barrier(),
         ),
         "low-priority 900m pods fill the nodes; high-priority 3000m pods preempt",
+        fills_nodes=True,
     )
 
 

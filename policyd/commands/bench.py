@@ -32,7 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="workload name or unique prefix (repeatable; default SchedulingBasic/500); --list shows them",
     )
     parser.add_argument("--list", action="store_true", help="list the workloads and exit")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply pod counts (e.g. 0.1)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="multiply pod counts (e.g. 0.1; Preemption's nodes too, which its pods fill)",
+    )
     parser.add_argument("--node-scale", type=float, default=1.0, help="multiply node counts")
     parser.add_argument(
         "--mode",

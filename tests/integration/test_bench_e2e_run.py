@@ -48,8 +48,9 @@ def test_tiny_preemption_waits_for_every_preemptor_to_be_bound(envtest_assets: P
     results = e2e.run_workloads(
         [workload("Preemption/500")],
         assets=envtest_assets,
-        scale=0.008,  # 16 low-priority pods (900m) fill the nodes, then 4 preemptors (3000m)
-        node_scale=0.008,  # 4 nodes of 4 cpu
+        # 16 low-priority pods (900m) fill 4 nodes of 4 cpu (the nodes shrink with the pods), then 4
+        # preemptors (3000m)
+        scale=0.008,
         qps=1000.0,
         burst=1000,
         progress=progress.append,
