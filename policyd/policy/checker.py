@@ -7,6 +7,8 @@ and returns the `CheckedPolicy` the compiler consumes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from policyd.cel.checker import check
 from policyd.cel.codegen import generate_function
 from policyd.cel.cost import cost_report
@@ -196,11 +198,10 @@ class PolicyChecker:
 
     def min_member(self, expr: ir.Expression, result: CheckResult, label: str) -> None:
         """Evaluate a constant minMember now: a group smaller than one pod waits for nothing."""
-        env = policy_env(Context.PERMIT_MIN_MEMBER)
         try:
-            value = generate_function(expr.ast, result, env, ()).compile()()
-        except EVAL_ERRORS as e:
-            self.diagnostics.append(expr.diagnostic("error", f"{label}: {as_eval_error(e)}", code="constant"))
+            value = constant_value(expr, result, policy_env(Context.PERMIT_MIN_MEMBER))
+        except ValueError as e:
+            self.diagnostics.append(expr.diagnostic("error", f"{label}: {e}", code="constant"))
             return
         if type(value) is int and value < 1:
             message = f"{label}: {value} is below 1 (the group's pods would never wait for each other)"
@@ -215,12 +216,17 @@ class PolicyChecker:
         self.diagnostics.append(expr.diagnostic("error", message, report.hotspot_offset, "cost"))
 
 
-def timeout_value(expr: ir.Expression, result: CheckResult, env: CelEnv) -> float:
-    """The seconds of a constant permit timeout; ValueError naming the evaluation error."""
+def constant_value(expr: ir.Expression, result: CheckResult, env: CelEnv) -> Any:
+    """The value of an expression that reads nothing; ValueError naming the evaluation error."""
     try:
-        value = generate_function(expr.ast, result, env, ()).compile()()
+        return generate_function(expr.ast, result, env, ()).compile()()
     except EVAL_ERRORS as e:
         raise ValueError(str(as_eval_error(e))) from e
+
+
+def timeout_value(expr: ir.Expression, result: CheckResult, env: CelEnv) -> float:
+    """The seconds of a constant permit timeout; ValueError naming the evaluation error."""
+    value = constant_value(expr, result, env)
     if not isinstance(value, Duration):
         raise ValueError(f"must be a duration, got {value!r}")
     return value.ns / 1e9
