@@ -1,7 +1,8 @@
 """Kubernetes' CEL libraries (k8s.io/apiserver/pkg/cel/library), the authorizer-free parts.
 
 `k8s_libraries()` returns the declarations of quantity, lists, regex, URLs, semver, IP and CIDR
-(shared with cel-go's network extension), named formats and JSONPatch key escaping; each library is its own module under
+(shared with cel-go's network extension), named formats, JSONPatch key escaping, image references and
+the pod helpers; each library is its own module under
 `policyd.cel.k8s_lib` (IP and CIDR: `policyd.cel.ext.network`).
 """
 
@@ -14,8 +15,10 @@ from typing import Any
 from policyd.cel import regex
 from policyd.cel.env import FunctionDecl, Overload
 from policyd.cel.k8s_lib.formats import format_functions
+from policyd.cel.k8s_lib.image import image_functions
 from policyd.cel.k8s_lib.jsonpatch import jsonpatch_functions
 from policyd.cel.k8s_lib.lists import list_functions
+from policyd.cel.k8s_lib.pod import pod_functions
 from policyd.cel.k8s_lib.quantity import quantity_functions
 from policyd.cel.k8s_lib.semver import semver_functions
 from policyd.cel.k8s_lib.url import url_functions
@@ -54,4 +57,6 @@ def k8s_libraries() -> tuple[dict[str, FunctionDecl], ...]:
         semver_functions(),
         format_functions(),
         jsonpatch_functions(),
+        image_functions(),
+        pod_functions(),
     )

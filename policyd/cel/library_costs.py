@@ -195,9 +195,20 @@ CONSTANT_FUNCTIONS = frozenset(
         "math.bitNot",
         "math.bitShiftLeft",
         "math.bitShiftRight",
+        # Kubernetes' image and pod libraries: cost.go has no case for them, so a call costs 1
+        "image",
+        "isImage",
+        "containsDigest",
+        "registry",
+        "repository",
+        "identifier",
+        "tag",
+        "digest",
+        "allContainers",
     }
 )
-"""Functions whose overloads not in `COSTS` cost 1 (fixed-size operands, e.g. an IP or a number)."""
+"""Functions whose overloads not in `COSTS` cost 1 (fixed-size operands, e.g. an IP or a number, or no
+case in Kubernetes' cost estimator)."""
 
 
 def _cost_of(decl: FunctionDecl, overload_id: str) -> Cost | None:

@@ -14,8 +14,9 @@ QUANTITY_TYPE = OpaqueType("kubernetes.Quantity")
 URL_TYPE = OpaqueType("kubernetes.URL")
 SEMVER_TYPE = OpaqueType("kubernetes.Semver")
 FORMAT_TYPE = OpaqueType("kubernetes.NamedFormat")
+IMAGE_TYPE = OpaqueType("kubernetes.Image")
 
 LIBRARY_TYPES: dict[str, OpaqueType] = {
-    t.name: t for t in (IP_TYPE, CIDR_TYPE, QUANTITY_TYPE, URL_TYPE, SEMVER_TYPE, FORMAT_TYPE)
+    t.name: t for t in (IP_TYPE, CIDR_TYPE, QUANTITY_TYPE, URL_TYPE, SEMVER_TYPE, FORMAT_TYPE, IMAGE_TYPE)
 }
 """Type name -> the library type it denotes."""

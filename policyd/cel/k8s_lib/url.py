@@ -154,6 +154,14 @@ def _parse(raw: str, *, via_request: bool, text: str | None = None) -> URL:
     return URL(text or raw, scheme, host, path, raw_path, query)
 
 
+def parse_authority(authority: str) -> str:
+    """The host (`host[:port]`, unescaped) Go's url.Parse finds in `//` + `authority`; raises URLError."""
+    raw = "//" + authority
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in raw):
+        raise URLError("net/url: invalid control character in URL")
+    return _parse(raw.partition("#")[0], via_request=False).host
+
+
 def _url(v: Any, name: str) -> URL:
     if type(v) is URL:
         return v

@@ -44,6 +44,8 @@ def test_the_doc_has_examples_of_each_feature_and_library() -> None:
         "ip(",
         "url(",
         "semver(",
+        "image(",
+        "allContainers(",
         "math.",
         "sets.",
     ):
