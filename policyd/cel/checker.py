@@ -16,7 +16,7 @@ that function name and the target is not evaluated).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from policyd.cel import syntax as ast
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl, Overload
@@ -47,7 +47,9 @@ from policyd.cel.types import (
     list_of,
     map_of,
 )
-from policyd.cel.values import OPTIONAL_TYPE_NAME
+from policyd.cel.values import OPTIONAL_TYPE_NAME, parse_duration, parse_timestamp
+from policyd.cel.walk import children, nodes
+from policyd.errors import CelEvalError
 
 # Internal placeholder for the element type of an empty list/map literal: unifies with anything and
 # yields to the other side when merged, so `[].map(x, x * 2)` is list(int). Reported as dyn.
@@ -106,6 +108,8 @@ def check(expr: ast.Expr, env: CelEnv) -> CheckResult:
     """Type-check a parsed CEL expression against `env`; type errors become issues, never raises."""
     checker = _Checker(env)
     root = checker.visit(expr)
+    if env.kubernetes_validators and not checker.issues:
+        checker.issues.extend(kubernetes_validator_issues(expr, checker.types))
     return CheckResult(
         type=_finalize(root),
         types={k: _finalize(v) for k, v in checker.types.items()},
@@ -114,6 +118,103 @@ def check(expr: ast.Expr, env: CelEnv) -> CheckResult:
         reads=frozenset(checker.reads),
         issues=tuple(checker.issues),
     )
+
+
+# calls whose list and map literal arguments may mix types (cel-go's HomogeneousAggregateLiteralExemptFunctions)
+HOMOGENEOUS_EXEMPT_FUNCTIONS = frozenset({"format"})
+# conversions whose string literal argument must convert (cel-go's ValidateDuration/TimestampLiterals)
+_LITERAL_CONVERSIONS: dict[str, Callable[[str], object]] = {
+    "duration": parse_duration,
+    "timestamp": parse_timestamp,
+}
+
+
+def kubernetes_validator_issues(expr: ast.Expr, types: Mapping[int, CelType]) -> list[CheckIssue]:
+    """The issues of the validators Kubernetes' base environment adds to type checking, in source order:
+    mixed literals (`homogeneous_literal_issues`) and `duration`/`timestamp` of a string literal that
+    does not convert (`invalid duration argument`, at the literal, as cel-go reports it, and why)."""
+    issues = homogeneous_literal_issues(expr, types)
+    for node in nodes(expr):
+        if isinstance(node, ast.Call) and node.target is None and node.function in _LITERAL_CONVERSIONS:
+            arg = node.args[0] if len(node.args) == 1 else None
+            if isinstance(arg, ast.Const) and type(arg.value) is str:
+                try:
+                    _LITERAL_CONVERSIONS[node.function](arg.value)
+                except CelEvalError as e:
+                    issues.append(CheckIssue(f"invalid {node.function} argument: {e}", arg.offset))
+    return sorted(issues, key=lambda issue: issue.offset)
+
+
+def homogeneous_literal_issues(expr: ast.Expr, types: Mapping[int, CelType]) -> list[CheckIssue]:
+    """cel-go's homogeneous aggregate literal validator: in each list literal the first element whose
+    type is not the others', in each map literal every key and value whose type is not the others'
+    (`expected type 'int' but found 'string'`); literals inside a `format` call's arguments (through
+    nested literals only) are exempt. `types`: the checker's types of the nodes, before finalizing."""
+    issues: list[CheckIssue] = []
+
+    def mismatch(expected: CelType, found: CelType, at: ast.Expr) -> None:
+        issues.append(
+            CheckIssue(f"expected type '{format_type(expected)}' but found '{format_type(found)}'", at.offset)
+        )
+
+    def element(node: ast.Expr, optional: bool) -> CelType:
+        t = types.get(node.id, DYN)
+        if optional and not isinstance(t, DynType):
+            t = optional_param(t) or t
+        return t
+
+    def agree(so_far: CelType | None, t: CelType, node: ast.Expr) -> CelType:
+        if so_far is None:
+            return t
+        if not _equivalent(so_far, t):
+            mismatch(so_far, t, node)
+            return so_far
+        return _merge(so_far, t)
+
+    stack: list[tuple[ast.Expr, bool]] = [(expr, False)]
+    while stack:
+        e, exempt = stack.pop()
+        if isinstance(e, ast.CreateList):
+            if not exempt:
+                elem: CelType | None = None
+                for i, item in enumerate(e.elements):
+                    t = element(item, i in e.optional_indices)
+                    if elem is not None and not _equivalent(elem, t):
+                        mismatch(elem, t, item)
+                        break
+                    elem = t if elem is None else _merge(elem, t)
+            stack.extend((item, exempt) for item in e.elements)
+        elif isinstance(e, ast.CreateMap):
+            if not exempt:
+                key: CelType | None = None
+                value: CelType | None = None
+                for entry in e.entries:
+                    key = agree(key, element(entry.key, False), entry.key)
+                    value = agree(value, element(entry.value, entry.optional), entry.value)
+            stack.extend((x, exempt) for entry in e.entries for x in (entry.key, entry.value))
+        else:
+            inside = isinstance(e, ast.Call) and e.function in HOMOGENEOUS_EXEMPT_FUNCTIONS
+            stack.extend((child, inside) for child in children(e))
+    return sorted(issues, key=lambda issue: issue.offset)
+
+
+def _equivalent(a: CelType, b: CelType) -> bool:
+    """cel-go's Type.IsEquivalentType, an empty literal's placeholder standing for the type it is bound to."""
+    if _is_free(a) or _is_free(b) or isinstance(a, ErrorType) or isinstance(b, ErrorType):
+        return True
+    if isinstance(a, ListType) and isinstance(b, ListType):
+        return _equivalent(a.elem, b.elem)
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return _equivalent(a.key, b.key) and _equivalent(a.value, b.value)
+    if isinstance(a, OpaqueType) and isinstance(b, OpaqueType):
+        return (
+            a.name == b.name
+            and len(a.params) == len(b.params)
+            and all(_equivalent(x, y) for x, y in zip(a.params, b.params, strict=True))
+        )
+    if isinstance(a, TypeType) and isinstance(b, TypeType):
+        return a.of is None or b.of is None or _equivalent(a.of, b.of)
+    return a == b
 
 
 def container_candidates(name: str, container: str) -> list[str]:

@@ -56,6 +56,10 @@ class CelEnv:
     cost_limit: int | None = None
     # declared sizes of list/map variables for cost estimation, e.g. {"node.pods": 110}
     size_hints: Mapping[str, int] = field(default_factory=dict)
+    # the validators of Kubernetes' base environment (cel-go's HomogeneousAggregateLiterals and
+    # ValidateDuration/TimestampLiterals): list and map literals do not mix types, and a literal
+    # `duration(...)`/`timestamp(...)` must convert; cel-spec's conformance suite expects neither
+    kubernetes_validators: bool = False
 
     def extend(self, **changes: Any) -> CelEnv:
         """A copy with some fields replaced (variables/functions are merged, not replaced)."""
@@ -70,6 +74,7 @@ class CelEnv:
             macros=changes.pop("macros", self.macros),
             cost_limit=changes.pop("cost_limit", self.cost_limit),
             size_hints=changes.pop("size_hints", self.size_hints),
+            kubernetes_validators=changes.pop("kubernetes_validators", self.kubernetes_validators),
         )
 
 

@@ -145,6 +145,7 @@ def policy_env(context: Context, lets: Mapping[str, CelType] | None = None) -> C
         functions=_functions(),
         cost_limit=COST_LIMIT,
         size_hints=SIZE_HINTS,
+        kubernetes_validators=True,
     )
 
 

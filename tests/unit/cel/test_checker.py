@@ -16,6 +16,7 @@ from policyd.cel import syntax as ast
 from policyd.cel.checker import check, container_candidates
 from policyd.cel.env import CelEnv, CheckResult, FunctionDecl, Overload
 from policyd.cel.parser import parse_cel
+from policyd.cel.program import standard_env
 from policyd.cel.stdlib import standard_functions
 from policyd.cel.types import (
     BOOL,
@@ -537,3 +538,75 @@ def test_checker_never_raises(text: str) -> None:
     assert all(0 <= i.offset < len(text) for i in r.issues)
     if not r.issues:
         assert r.type != ERROR
+
+
+# -- homogeneous aggregate literals (Kubernetes' base environment) --------------------------------
+
+HOMOGENEOUS = standard_env({"d": DYN, "n": INT}).extend(kubernetes_validators=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "column"),
+    [
+        ("[1, 'a']", "expected type 'int' but found 'string'", 5),
+        ("3 in [1, 2, '3']", "expected type 'int' but found 'string'", 13),  # cel-go's own example
+        ("[1, 2.0]", "expected type 'int' but found 'double'", 5),
+        ("[null, 1]", "expected type 'null_type' but found 'int'", 8),
+        ("[1, dyn(2)]", "expected type 'int' but found 'dyn'", 8),  # a call is at its '(' as in cel-go
+        ("[d, 1]", "expected type 'dyn' but found 'int'", 5),
+        ("{'a': 1, 'b': 'x'}", "expected type 'int' but found 'string'", 15),
+        ("{1: 'a', 'b': 'c'}", "expected type 'int' but found 'string'", 10),
+        ("[[], ['a'], [1]]", "expected type 'list(string)' but found 'list(int)'", 13),
+        ("[?optional.of(1), 'x']", "expected type 'int' but found 'string'", 19),
+        ("[1].map(x, [x, 'a'])", "expected type 'int' but found 'string'", 16),
+        ("'%s'.format([[1].map(y, [1, 'a'])]) == ''", "expected type 'int' but found 'string'", 29),
+    ],
+)
+def test_homogeneous_literals_reject_mixed_types(text: str, message: str, column: int) -> None:
+    result = check(parse_cel(text), HOMOGENEOUS)
+    assert [issue.message for issue in result.issues] == [message]
+    assert result.issues[0].offset == column - 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[1, 2, 3]",
+        "[n, 1]",
+        "[[], [1]]",  # the empty list's element type is the other's
+        "{'a': [], 'b': [1]}",
+        "[?optional.of(1), 2]",
+        "'%s %d'.format(['a', 1])",  # format's arguments are exempt, nested literals too
+        "'%s'.format([[1, 'a'], {'k': 1, 'v': 'x'}])",
+    ],
+)
+def test_homogeneous_literals_accept(text: str) -> None:
+    assert check(parse_cel(text), HOMOGENEOUS).issues == ()
+
+
+def test_mixed_literals_are_allowed_without_the_option() -> None:
+    plain = CelEnv(functions=standard_functions())
+    assert check(parse_cel("[1, 'a', 2.0, null]"), plain).issues == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "column"),
+    [
+        ("duration('1x') > duration('1s')", "invalid duration argument", 10),
+        ("timestamp('yesterday') < timestamp('2024-01-01T00:00:00Z')", "invalid timestamp argument", 11),
+    ],
+)
+def test_kubernetes_validators_reject_literals_that_do_not_convert(
+    text: str, message: str, column: int
+) -> None:
+    result = check(parse_cel(text), HOMOGENEOUS)
+    assert [(issue.message.partition(":")[0], issue.offset + 1) for issue in result.issues] == [
+        (message, column)
+    ]
+    assert "'1x'" in result.issues[0].message or "'yesterday'" in result.issues[0].message
+
+
+def test_conversions_of_good_literals_and_of_non_literals_pass_the_validators() -> None:
+    text = "duration('1h30m') < duration(string(n) + 's') && timestamp('2024-01-01T00:00:00Z') < timestamp(n)"
+    assert check(parse_cel(text), HOMOGENEOUS).issues == ()
+    assert check(parse_cel("duration('1x') > duration('1s')"), standard_env()).issues == ()

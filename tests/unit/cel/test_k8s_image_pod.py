@@ -110,7 +110,11 @@ SPEC = {
         ("allContainers(spec).map(c, c.name)", SPEC, ["init", "main", "sidecar", "debug"]),
         ("allContainers(spec).size()", {"containers": [{"name": "main"}]}, 1),
         ("allContainers(spec).size()", {}, 0),
-        ("allContainers(spec).size()", {"initContainers": None, "containers": [{}], "ephemeralContainers": []}, 1),
+        (
+            "allContainers(spec).size()",
+            {"initContainers": None, "containers": [{}], "ephemeralContainers": []},
+            1,
+        ),
         (
             "allContainers(spec).all(c, c.image.startsWith('myregistry.io/'))",
             {"containers": [{"image": "docker.io/nginx"}]},
@@ -125,7 +129,9 @@ def test_all_containers(text: str, spec: Any, expected: Any) -> None:
 
 
 def test_all_containers_field_that_is_no_list_is_an_error() -> None:
-    with pytest.raises(CelEvalError, match=r"allContainers: containers is present but is not a list \(got string\)"):
+    with pytest.raises(
+        CelEvalError, match=r"allContainers: containers is present but is not a list \(got string\)"
+    ):
         ev("allContainers(spec)", {"spec": DYN}, spec={"containers": "not-a-list"})
 
 

@@ -130,7 +130,8 @@ BOOL_ATOMS = (
     # membership of a label value in a pod-only map larger than, or keyed unlike, the label's values
     'node.labels["rank"] in {"1": 0, "7": 1, "c": 2, "q": 3, "r": 4, "s": 5, "t": 6, "u": 7}',
     'node.labels["rank"] in {"7": 1, "x1": 2}',
-    'dyn(node.labels["zone"]) in {1: "a", "b": 2}',
+    # keys of two types at run time (a policy's literal may not mix them: dyn() entries, as in Kubernetes)
+    'dyn(node.labels["zone"]) in {dyn(1): dyn("a"), dyn("b"): dyn(2)}',
 )
 
 
