@@ -178,11 +178,10 @@ def homogeneous_literal_issues(expr: ast.Expr, types: Mapping[int, CelType]) -> 
             if not exempt:
                 elem: CelType | None = None
                 for i, item in enumerate(e.elements):
-                    t = element(item, i in e.optional_indices)
-                    if elem is not None and not _equivalent(elem, t):
-                        mismatch(elem, t, item)
-                        break
-                    elem = t if elem is None else _merge(elem, t)
+                    found = len(issues)
+                    elem = agree(elem, element(item, i in e.optional_indices), item)
+                    if len(issues) > found:
+                        break  # a list reports its first odd element only
             stack.extend((item, exempt) for item in e.elements)
         elif isinstance(e, ast.CreateMap):
             if not exempt:
