@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from policyd.cel.types import (
     CelType,
@@ -170,6 +170,16 @@ def make_message(type_name: str, fields: dict[str, Any]) -> Any:
     if type_name == "google.protobuf.ListValue":
         return list(fields.get("values", []))
     raise CelEvalError(f"unknown message type '{type_name}'")
+
+
+_T = TypeVar("_T")
+
+
+def receiver(v: Any, cls: type[_T], name: str) -> _T:
+    """`v` when it is exactly a `cls` (a library's value type), else the no-overload error of `name`."""
+    if type(v) is cls:
+        return v  # type: ignore[no-any-return]
+    raise no_overload(name, v)
 
 
 def no_overload(name: str, *args: Any) -> CelEvalError:

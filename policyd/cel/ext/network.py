@@ -144,15 +144,11 @@ def is_canonical(text: Any) -> bool:
 
 
 def _ip(v: Any, name: str) -> Address:
-    if type(v) is IP:
-        return v.address
-    raise rt.no_overload(name, v)
+    return rt.receiver(v, IP, name).address
 
 
 def _cidr(v: Any, name: str) -> CIDR:
-    if type(v) is CIDR:
-        return v
-    raise rt.no_overload(name, v)
+    return rt.receiver(v, CIDR, name)
 
 
 def _first16(a: Address) -> int:

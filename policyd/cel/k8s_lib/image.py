@@ -154,18 +154,14 @@ def is_image(text: Any) -> bool:
     return True
 
 
-def _image(v: Any, name: str) -> Image:
-    if type(v) is Image:
-        return v
-    raise rt.no_overload(name, v)
-
-
 @functools.cache
 def image_functions() -> dict[str, FunctionDecl]:
     """The image library's declarations, by function name."""
 
     def accessor(name: str, oid: str, result: Any, read: Any) -> FunctionDecl:
-        return FunctionDecl(name, (_m(oid, (IMAGE_TYPE,), result, lambda v: read(_image(v, name))),))
+        return FunctionDecl(
+            name, (_m(oid, (IMAGE_TYPE,), result, lambda v: read(rt.receiver(v, Image, name))),)
+        )
 
     decls = [
         FunctionDecl("image", (Overload("string_to_image", (STRING,), IMAGE_TYPE, impl=image),)),

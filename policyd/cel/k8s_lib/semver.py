@@ -161,9 +161,7 @@ def is_semver(text: Any, normalize: Any = False) -> bool:
 
 
 def _v(v: Any, name: str) -> Semver:
-    if type(v) is Semver:
-        return v
-    raise rt.no_overload(name, v)
+    return rt.receiver(v, Semver, name)
 
 
 def major(v: Any) -> int:

@@ -163,9 +163,7 @@ def parse_authority(authority: str) -> str:
 
 
 def _url(v: Any, name: str) -> URL:
-    if type(v) is URL:
-        return v
-    raise rt.no_overload(name, v)
+    return rt.receiver(v, URL, name)
 
 
 def url(text: Any) -> URL:
