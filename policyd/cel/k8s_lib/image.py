@@ -36,7 +36,8 @@ _DIGEST_LENGTH = 7 + 64
 
 
 class ImageError(Exception):
-    """Why a string is not an image reference (go-containerregistry's messages)."""
+    """A string is not an image reference; `image()` reports only `could not parse reference: <s>`, as
+    Kubernetes does (go-containerregistry's ParseReference wraps the part's own reason the same way)."""
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,9 @@ class Image:
 
 
 def _check(kind: str, element: str, allowed: frozenset[str], least: int, most: int) -> None:
-    if not least <= len(element) <= most:
-        raise ImageError(f"{kind} must be between {least} and {most} characters in length: {element}")
-    if not allowed.issuperset(element):
-        raise ImageError(f"{kind} can only contain the characters `{''.join(sorted(allowed))}`: {element}")
+    """go-containerregistry's checkElement: `least` to `most` characters, every one of `allowed`."""
+    if not least <= len(element) <= most or not allowed.issuperset(element):
+        raise ImageError(f"invalid {kind}: {element}")
 
 
 def _registry(name: str) -> str:
