@@ -95,6 +95,10 @@ class PolicyCode:
     pod_let_slots: dict[str, int] = field(default_factory=dict)
     # probes report to a coverage collector: no vectorised plans, every rule runs the functions
     instrumented: bool = False
+    # per filter rule, for a rule that reads the node only through labels looked up by key
+    # (`lowering.reads_labels_by_key`): (pod, cluster, node, pod slots, node slots) -> True (passed),
+    # False (failed) or None (an error, or a value not a bool); None for every other rule
+    filter_verdicts: tuple[Callable[..., Any] | None, ...] = ()
     _vector: Any = None
 
     @property
@@ -323,6 +327,34 @@ class _PolicyGenerator:
         w.line("break")
         w.indent -= 1
 
+    def label_keyed(self) -> list[int]:
+        """The filter rules that read the node only through labels looked up by key (none when
+        instrumented: coverage runs every rule through the functions)."""
+        if self.coverage is not None:
+            return []
+        out = []
+        for index, rule in enumerate(self.policy.filters):
+            result = self.checked.of(rule.expr)
+            if not result.ok:
+                continue
+            lets = [self.checked.lets[name].checked.ast for name in result.lets]
+            if lowering.reads_labels_by_key([rule.expr.ast, *lets]):
+                out.append(index)
+        return out
+
+    def verdict_function(self, w: _Writer, index: int) -> None:
+        """Emit `verdict_<index>`: filter rule `index`'s verdict alone (True, False, or None for an
+        error or a value not a bool, which the per-node `filter` reports)."""
+        rule = self.policy.filters[index]
+        w.line(f"def verdict_{index}(v_pod, v_cluster, v_node, P, N):")
+        w.indent += 1
+        needed = self.closure(rule.expr)
+        self.ensure_lets(w, needed, set())
+        self.let_guard(w, needed, lambda msg: "return None")
+        self.guarded(w, rule.expr, Context.FILTER, lambda v: [f"_ok = {v}"], ["return None"])
+        w.line("return _ok if _ok is True or _ok is False else None")
+        w.indent -= 1
+
     def unresolvable(self, w: _Writer, rule: ir.FilterRule) -> None:
         """Emit `_unres = ...` for a failed rule (a failing or erroring expression counts as False)."""
         if not isinstance(rule.unresolvable, ir.Expression):
@@ -406,6 +438,8 @@ class _PolicyGenerator:
                 self.rule_body(w, filter_rule, index, done, collect)
             w.line("return _out" if collect else "return None")
             w.indent -= 1
+        for index in self.label_keyed():
+            self.verdict_function(w, index)
         for fn, exprs in (
             ("prepare_filter", self.filter_exprs()),
             ("prepare_score", [r.expr for r in p.scores]),
@@ -475,6 +509,7 @@ class _PolicyGenerator:
             node_pod_fields=self.node_pod_fields(),
             pod_let_slots={name: i for name, (table, i) in self.slot.items() if table == "P"},
             instrumented=self.coverage is not None,
+            filter_verdicts=tuple(namespace.get(f"verdict_{i}") for i in range(len(p.filters))),
         )
 
 

@@ -92,6 +92,41 @@ def _supported_statically(exprs: Sequence[ast.Expr], per_row: bool = False) -> b
     return True
 
 
+def _is_labels(e: ast.Expr, bound: Bound) -> bool:
+    """True for `node.labels` on the free `node`."""
+    return (
+        is_field_of(e, "node", bound)
+        and isinstance(e, ast.Select)
+        and e.field == "labels"
+        and not e.test_only
+    )
+
+
+def reads_labels_by_key(exprs: Sequence[ast.Expr]) -> bool:
+    """True when `exprs` (a rule and its let closure) read the node only by looking labels up by key:
+    `node.labels[k]`, `k in node.labels`, `node.labels.k`, `has(node.labels.k)`.
+
+    Such a rule gives every node with the same values under the keys it looked up the same verdict
+    (for one pod), so it can be decided once per such class of nodes
+    (`policyd.evaluation.label_classes`). A whole-map use of `node.labels` (a comprehension over
+    it, an equality, an argument) or any other node field makes it False.
+    """
+    for e in exprs:
+        keyed: set[int] = set()
+        for n, bound in walk(e):
+            if isinstance(n, ast.Call) and n.target is None and len(n.args) == 2:
+                if n.function == "_[_]" and _is_labels(n.args[0], bound):
+                    keyed.add(id(n.args[0]))
+                elif n.function == "@in" and _is_labels(n.args[1], bound):
+                    keyed.add(id(n.args[1]))
+            elif isinstance(n, ast.Select) and _is_labels(n.operand, bound):
+                keyed.add(id(n.operand))
+        for use, bound in walk(e, into=_node_children):
+            if _is_node_use(use, bound) and id(use) not in keyed:
+                return False
+    return True
+
+
 @functools.cache
 def plan_functions() -> FunctionTable:
     """The functions plans may call: the filter context's (one table per process)."""

@@ -168,6 +168,13 @@ class CompiledPolicy(Protocol):
         ...
 
     @property
+    def filter_verdicts(self) -> tuple[Callable[..., Any] | None, ...]:
+        """Per filter rule, its verdict alone (pod, cluster, node, pod slots, node slots) -> True,
+        False or None (an error); only for rules that read the node only through labels looked up by
+        key, None for the others."""
+        ...
+
+    @property
     def pod_let_slots(self) -> Mapping[str, int]:
         """Pod-only let name -> its pod slot."""
         ...

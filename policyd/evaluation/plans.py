@@ -30,6 +30,7 @@ from policyd.evaluation.columnar import (
     truth,
 )
 from policyd.evaluation.interpreter import FunctionTable, Interpreter
+from policyd.evaluation.label_classes import Guess
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class ExprPlan:
     functions: FunctionTable
     types: Mapping[int, Any] = field(default_factory=dict)  # id(syntax node) -> checked type
     field_zeros: dict[int, Any] = field(default_factory=dict, compare=False)  # the interpreters' cache
+    # a filter decided by label classes: what its last evaluations learnt (`label_classes.decide`)
+    label_guess: Guess = field(default_factory=Guess, compare=False)
 
     def evaluate(
         self,

@@ -9,7 +9,7 @@ plan that cannot evaluate this pod exactly, makes the whole answer None.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy as np
 from policyd import framework as pl
 from policyd.evaluation.code import UNSET, CompiledPolicy, LetError, RuleLayout
 from policyd.evaluation.columnar import EvalErr, Unsupported
+from policyd.evaluation.label_classes import decide
 from policyd.evaluation.plans import Evaluation, ExprPlan, PolicyPlan
 
 # (profile index of the policy, its code, its pod-only let slots): a policy that applies to the pod
@@ -63,6 +64,13 @@ class VectorisedEvaluator:
             memo.know_let(name, EvalErr(value.message) if isinstance(value, LetError) else value)
         return memo
 
+    def _verdict(
+        self, verdict: Callable[..., Any], code: CompiledPolicy, pod_slots: list[Any]
+    ) -> Callable[[Any], bool | None]:
+        """A rule's generated verdict function on one node for this pod (fresh node-let slots)."""
+        pod, cluster, node_slots = self.pod, self.cluster, code.node_slots
+        return lambda node: verdict(pod, cluster, node, pod_slots, [UNSET] * node_slots)  # type: ignore[no-any-return]
+
     def bulk_filter(
         self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
     ) -> tuple[pl.Int8Array, pl.BoolArray] | None:
@@ -82,13 +90,26 @@ class VectorisedEvaluator:
                     continue
                 # a rule after one that called the cluster functions may read a let computed then
                 self.cluster.called = False
-                memo = self._evaluation(code, pod_slots, plan, columns, rows)
+                memo: Evaluation | None = None
+                verdicts = code.filter_verdicts
                 for j, rule in enumerate(rules):
                     if not wanted[start + j]:
                         continue
-                    result = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows)
+                    verdict = verdicts[j] if verdicts else None
+                    decided = (
+                        None
+                        if verdict is None
+                        else decide(self._verdict(verdict, code, pod_slots), columns, rows, rule.label_guess)
+                    )
+                    if decided is not None:
+                        passed, unsure = decided
+                    else:
+                        if memo is None:
+                            memo = self._evaluation(code, pod_slots, plan, columns, rows)
+                        result = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows)
+                        passed, unsure = result.values, result.unsure
                     out[:, start + j] = np.where(
-                        result.unsure, pl.RULE_UNKNOWN, np.where(result.values, pl.RULE_PASS, pl.RULE_FAIL)
+                        unsure, pl.RULE_UNKNOWN, np.where(passed, pl.RULE_PASS, pl.RULE_FAIL)
                     )
                     reusable[start + j] = not self.cluster.called
         except Unsupported:
