@@ -228,7 +228,11 @@ class SchedulingCycle(EventHandlers):
         attempt: Attempt,
     ) -> None:
         pod = queued.pod
-        failures = failure_counts(result.failures.values())
+        failures = (
+            result.failure_counts
+            if result.failure_counts is not None
+            else failure_counts(result.failures.values())
+        )
         if len(snapshot) == 0:
             message = NO_NODES_MESSAGE
         else:

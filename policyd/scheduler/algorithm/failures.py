@@ -13,6 +13,9 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from policyd.framework import FilterFailure, PodEvaluator
 from policyd.scheduler.snapshot import NodeInfoLike
 
@@ -26,6 +29,53 @@ def failure_counts(failures: Iterable[FilterFailure]) -> list[tuple[FilterFailur
     failures = list(failures)
     objects = dict(zip(map(id, failures), failures, strict=True))
     return [(objects[key], count) for key, count in Counter(map(id, failures)).items()]
+
+
+def window_failure_counts(
+    table: Sequence[FilterFailure],
+    at: npt.NDArray[np.intp],
+    later: npt.NDArray[np.bool_],
+    resolved: Sequence[FilterFailure | None],
+) -> list[tuple[FilterFailure, int]]:
+    """`failure_counts` of a window's failing rows, in window order: row k's failure is `table[at[j]]`
+    (j counting the rows not `later`), or for the rows `later` the next of `resolved` (None: no
+    failure, not counted). The table's failures are counted per table entry without a step per row;
+    counted by identity, as `failure_counts` does."""
+    first: dict[int, int] = {}  # id of a failure -> the window position where it is first seen
+    counts: dict[int, int] = {}
+    objects: dict[int, FilterFailure] = {}
+
+    def add(failure: FilterFailure, position: int, count: int) -> None:
+        key = id(failure)
+        if key in counts:
+            counts[key] += count
+            first[key] = min(first[key], position)
+        else:
+            objects[key], counts[key], first[key] = failure, count, position
+
+    if len(at):
+        known = np.flatnonzero(~later)
+        # the table may hold one object at many indexes (a pod's own failures): count per object
+        ids = np.fromiter(map(id, table), dtype=np.int64, count=len(table))
+        _, entry, object_of = np.unique(ids, return_index=True, return_inverse=True)
+        codes = object_of.reshape(-1)[at]
+        tally = np.bincount(codes, minlength=len(entry))
+        present = np.flatnonzero(tally)
+        if len(present) <= 32:  # a few distinct failures: where each is first seen, one pass each
+            starts = [int(np.argmax(codes == k)) for k in present.tolist()]
+        else:
+            starts = np.unique(codes, return_index=True)[1].tolist()
+        for k, start in zip(present.tolist(), starts, strict=True):
+            add(table[int(entry[k])], int(known[start]), int(tally[k]))
+    if len(resolved):
+        keys = list(map(id, resolved))
+        positions = np.flatnonzero(later)
+        for key, count in Counter(keys).items():
+            j = keys.index(key)
+            failure = resolved[j]
+            if failure is not None:
+                add(failure, int(positions[j]), count)
+    return [(objects[key], counts[key]) for key in sorted(first, key=first.__getitem__)]
 
 
 class DeferredFailures(Mapping[str, FilterFailure]):

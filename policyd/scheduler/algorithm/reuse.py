@@ -109,6 +109,7 @@ class NodeResults:
         self.versions: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
         self.status: npt.NDArray[np.int32] = np.full(n, UNKNOWN, dtype=np.int32)
         self.failures: list[FilterFailure] = []
+        self._codes: dict[int, int] = {}  # id of a failure in `failures` -> its code
         self.verdicts: npt.NDArray[np.int8] = np.zeros((n, filters), dtype=np.int8)
         self.raw: npt.NDArray[np.int64] = np.zeros((n, rules), dtype=np.int64)
         # (row, rule) -> the raw score is known for the rule's current pod-only values
@@ -152,12 +153,17 @@ class NodeResults:
         self.status.fill(UNKNOWN)
         self.verdicts.fill(RULE_UNKNOWN)
         self.failures = []
+        self._codes = {}
         self.nominated = {}
 
     def record_failure(self, failure: FilterFailure) -> int:
-        """The verdict code of a reusable `failure`."""
-        self.failures.append(failure)
-        return len(self.failures) - 1
+        """The verdict code of a reusable `failure` (one code per failure object: the nodes failing
+        alike share one, see policyd.evaluation.generated.shared_failure)."""
+        code = self._codes.get(id(failure))
+        if code is None:  # the list holds the object: its id is not reused while the code is known
+            code = self._codes[id(failure)] = len(self.failures)
+            self.failures.append(failure)
+        return code
 
     def record_node_verdict(self, row: int, code: int, failure: FilterFailure | None) -> None:
         """Keep a reusable per-node verdict: the rules before the failing one passed (all when none

@@ -32,7 +32,7 @@ from policyd.framework import (
     RowSelection,
 )
 from policyd.scheduler.algorithm.columns import ColumnSync
-from policyd.scheduler.algorithm.failures import DeferredFailures
+from policyd.scheduler.algorithm.failures import DeferredFailures, window_failure_counts
 from policyd.scheduler.algorithm.feasibility import (
     NominatedEvaluator,
     NominatedLookup,
@@ -80,6 +80,9 @@ class ScheduleResult:
     score_seconds: float = 0.0
     # the profile's policies that applied to the pod (explain mode only; None otherwise)
     applied: tuple[str, ...] | None = None
+    # when nothing fits: each distinct failure with the number of nodes it stands for (None: count
+    # `failures` with `failure_counts`)
+    failure_counts: list[tuple[FilterFailure, int]] | None = None
 
 
 def _need_patterns(need: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], IntpArray]:
@@ -148,6 +151,8 @@ class _Filtered:
     start: int  # the first row evaluated; the others follow round robin
     evaluated: int
     results: NodeResults  # the node results the rows were read from (shared by a group, or fresh)
+    # when no row passed: each distinct failure with the number of nodes it stands for
+    counts: list[tuple[FilterFailure, int]] | None = None
 
 
 class Algorithm:
@@ -187,7 +192,15 @@ class Algorithm:
         filter_seconds = time.perf_counter() - t0
         if found.rows.size == 0:
             return ScheduleResult(
-                None, 0, found.evaluated, found.failures, NO_SCORES, verdicts, filter_seconds, applied=applied
+                None,
+                0,
+                found.evaluated,
+                found.failures,
+                NO_SCORES,
+                verdicts,
+                filter_seconds,
+                applied=applied,
+                failure_counts=found.counts,
             )
         t0 = time.perf_counter()
         scores = self._prioritize(placing, cluster, found, explain)
@@ -360,12 +373,14 @@ class Algorithm:
         deferred: list[int] = failing[later].tolist()
         codes = codes[~later]
         table = g.failures + own
-        at = np.where(codes >= 0, codes, len(g.failures) + OWN - codes).tolist()
+        indexes = np.where(codes >= 0, codes, len(g.failures) + OWN - codes)
+        at = indexes.tolist()
         named = (
             order if not deferred else [name for name, d in zip(order, later.tolist(), strict=True) if not d]
         )
         failures: dict[str, FilterFailure] = dict(zip(named, map(table.__getitem__, at), strict=True))
         found: Mapping[str, FilterFailure] = failures
+        resolved: list[FilterFailure | None] = []
         if deferred:
             pending = DeferredFailures(evaluator, order, failures, [nodes[row] for row in deferred])
             if rows.size == 0 or explain:  # needed now: FailedScheduling, preemption, explanations
@@ -376,7 +391,9 @@ class Algorithm:
                 found = dict(pending)
             else:  # most placed pods' failures are never looked at
                 found = pending
-        return _Filtered(rows, found, start, evaluated, g)
+        # a pod that fits nowhere reports its failures counted (FailedScheduling)
+        tally = window_failure_counts(table, indexes, later, resolved) if rows.size == 0 else None
+        return _Filtered(rows, found, start, evaluated, g, tally)
 
     @staticmethod
     def _filter_nominated(

@@ -12,6 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from policyd.framework import ScoreRule
+from policyd.scheduler.algorithm.failures import failure_counts
 from policyd.scheduler.algorithm.feasibility import (
     filter_with_nominated,
     nominated_evaluator,
@@ -226,6 +227,10 @@ def test_placements_agree_with_the_per_node_oracle(
         start = (start + want.evaluated) % n
         assert (got.node, got.evaluated, got.failures) == (want.node, want.evaluated, want.failures)
         assert got.scores.by_node() == {s.node: s.total for s in want.scores}
+        if got.node is None:  # counted without a step per node: as counting every node's failure
+            assert got.failure_counts == failure_counts(got.failures.values())
+        else:
+            assert got.failure_counts is None
 
 
 def test_round_robin_start_over_many_nodes() -> None:
