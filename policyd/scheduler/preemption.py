@@ -17,7 +17,7 @@ import functools
 import math
 import operator
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -311,11 +311,13 @@ _UNRESOLVABLE = operator.attrgetter("unresolvable")
 _REASONS = operator.attrgetter("reasons")
 
 
-def _potential_rows(snapshot: Snapshot, failures: Mapping[str, FilterFailure]) -> tuple[IntpArray, list[str]]:
+def _potential_rows(
+    snapshot: Snapshot, failures: Mapping[str, FilterFailure], distinct: Iterable[FilterFailure] | None = None
+) -> tuple[IntpArray, list[str]]:
     """The rows where preemption may help (no unresolvable failure), and the names of the others,
-    both in row order."""
+    both in row order; `distinct`: the distinct failure objects of `failures`, when known."""
     n = len(snapshot)
-    if not any(map(_UNRESOLVABLE, failures.values())):
+    if not any(map(_UNRESOLVABLE, failures.values() if distinct is None else distinct)):
         return np.arange(n, dtype=np.intp), []
     hopeless = sorted(
         row
@@ -362,14 +364,16 @@ def find_preemption(
     rng: random.Random | None = None,
     nominated_for: NominatedFactory | None = None,
     judges: NodeJudges | None = None,
+    distinct: Iterable[FilterFailure] | None = None,
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
     them up to 100 nodes), and pick the best candidate; `all_pods` is asked only when a honored
-    PodDisruptionBudget has no status."""
+    PodDisruptionBudget has no status. `distinct`: the distinct failure objects of `failures`, when
+    the caller counted them (no step per node to see whether any is unresolvable)."""
     not_eligible = eligible_to_preempt(profile, pod, snapshot)
     if not_eligible is not None:
         return PreemptionOutcome(None, "preemption: " + not_eligible if not_eligible else "")
-    potential, hopeless = _potential_rows(snapshot, failures)
+    potential, hopeless = _potential_rows(snapshot, failures, distinct)
     statuses: dict[str, tuple[str, ...]] = dict.fromkeys(hopeless, (NOT_HELPFUL,))
     wanted = num_candidates(len(potential))
     # kube-scheduler starts the dry run at a random node and stops once it has enough candidates;

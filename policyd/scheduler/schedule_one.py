@@ -261,6 +261,7 @@ class SchedulingCycle(EventHandlers):
                 rng=self._rng,
                 nominated_for=lambda snap: nominated_evaluator(profile, pod, self._cluster_functions(snap)),
                 judges=judges,
+                distinct=[f for f, _ in failures],
             )
             if self.metrics is not None:
                 if outcome.candidate is not None:
