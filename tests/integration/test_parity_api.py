@@ -203,10 +203,8 @@ def test_policyd_run_serves_kube_scheduler_metrics_and_logs_its_lifecycle_at_the
             assert sample("scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") >= 1
             assert sample("scheduler_pod_scheduling_attempts_bucket", le="1.0") >= 1
             assert sample("scheduler_queue_incoming_pods_total", queue="active", event="PodAdd") >= 2
-            assert (
-                sample("scheduler_unschedulable_pods", plugin="default/NodeResourcesFit", profile="policyd")
-                >= 1
-            )
+            # (the parked pod under NodeResourcesFit was seen by the wait above, which raises when it
+            # never is; sampled again it may be gone: other tests' pods being deleted move it)
             assert sample("scheduler_scheduling_algorithm_duration_seconds_bucket", le="16.384") >= 2
             assert sample("scheduler_pending_pods", queue="gated") == 0
             assert sample("policyd_policy_generation") == 1
