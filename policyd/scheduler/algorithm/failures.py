@@ -78,45 +78,81 @@ def window_failure_counts(
     return [(objects[key], counts[key]) for key in sorted(first, key=first.__getitem__)]
 
 
+class WindowFailures(Mapping[str, FilterFailure]):
+    """Node name -> failure of a window's failing rows whose failure is known, in window order: row
+    `rows[i]` fails with `table[at[i]]`. Made into a dict on first read: a pod that fits nowhere on
+    5000 nodes is counted (`window_failure_counts`) and preempted for without one."""
+
+    def __init__(
+        self,
+        names: npt.NDArray[np.object_],
+        rows: npt.NDArray[np.intp],
+        table: Sequence[FilterFailure],
+        at: npt.NDArray[np.intp],
+    ) -> None:
+        self._names, self._rows, self._table, self._at = names, rows, table, at
+        self._failures: dict[str, FilterFailure] | None = None
+
+    def _all(self) -> dict[str, FilterFailure]:
+        if self._failures is None:
+            names = self._names[self._rows].tolist()
+            self._failures = dict(zip(names, map(self._table.__getitem__, self._at.tolist()), strict=True))
+        return self._failures
+
+    def __getitem__(self, name: str) -> FilterFailure:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+
 class DeferredFailures(Mapping[str, FilterFailure]):
-    """Node name -> failure, in window order; the `deferred` nodes' failures computed on first read."""
+    """Node name -> failure of a window's failing rows (`rows`, in window order, named by `names`):
+    the `known` ones, and the `deferred` nodes' failures computed on first read (`resolve`)."""
 
     def __init__(
         self,
         evaluator: PodEvaluator,
-        order: Sequence[str],
+        names: npt.NDArray[np.object_],
+        rows: npt.NDArray[np.intp],
         known: Mapping[str, FilterFailure],
         deferred: Sequence[NodeInfoLike],
     ) -> None:
         self._evaluator = evaluator
-        self._order = order
+        self._names, self._rows = names, rows
         self._known = known
         self._deferred = deferred
+        self._found: list[FilterFailure | None] | None = None
+        self._by_name: dict[str, FilterFailure | None] = {}
         self._failures: dict[str, FilterFailure] | None = None
         self.reusable: list[bool] = []  # per deferred node: its failure called no cluster function
 
     def resolve(self) -> list[FilterFailure | None]:
         """The deferred nodes' failures (computed once), in the order given."""
-        if self._failures is None:
-            found: dict[str, FilterFailure | None] = {}
+        if self._found is None:
+            found = self._by_name
             for node in self._deferred:
                 self._evaluator.reset_cluster_called()
                 found[node.name] = failure = self._evaluator.filter(node.cel)
                 self.reusable.append(not self._evaluator.cluster_called)
                 if failure is None:  # the plans and the functions disagree: a defect, not a failure
                     log.error("vectorised plan failed a node its function passes node=%s", node.name)
-            failures: dict[str, FilterFailure] = {}
-            for name in self._order:
-                failure = self._known.get(name) or found.get(name)
-                if failure is not None:
-                    failures[name] = failure
-            self._failures = failures
             self._found = [found[node.name] for node in self._deferred]
         return self._found
 
     def _all(self) -> dict[str, FilterFailure]:
-        self.resolve()
-        assert self._failures is not None
+        if self._failures is None:
+            self.resolve()
+            known, found = self._known, self._by_name
+            failures: dict[str, FilterFailure] = {}
+            for name in self._names[self._rows].tolist():
+                failure = known.get(name) or found.get(name)
+                if failure is not None:
+                    failures[name] = failure
+            self._failures = failures
         return self._failures
 
     def __getitem__(self, name: str) -> FilterFailure:

@@ -32,7 +32,7 @@ from policyd.framework import (
     RowSelection,
 )
 from policyd.scheduler.algorithm.columns import ColumnSync
-from policyd.scheduler.algorithm.failures import DeferredFailures, window_failure_counts
+from policyd.scheduler.algorithm.failures import DeferredFailures, WindowFailures, window_failure_counts
 from policyd.scheduler.algorithm.feasibility import (
     NominatedEvaluator,
     NominatedLookup,
@@ -368,29 +368,24 @@ class Algorithm:
         codes = window[positions]
         failing = positions + start
         failing[failing >= n] -= n
-        order = self._name_column(snapshot)[failing].tolist()
         later = codes == DEFERRED
         deferred: list[int] = failing[later].tolist()
         codes = codes[~later]
         table = g.failures + own
         indexes = np.where(codes >= 0, codes, len(g.failures) + OWN - codes)
-        at = indexes.tolist()
-        named = (
-            order if not deferred else [name for name, d in zip(order, later.tolist(), strict=True) if not d]
-        )
-        failures: dict[str, FilterFailure] = dict(zip(named, map(table.__getitem__, at), strict=True))
-        found: Mapping[str, FilterFailure] = failures
+        names = self._name_column(snapshot)
+        known = WindowFailures(names, failing[~later], table, indexes)
+        found: Mapping[str, FilterFailure] = known
         resolved: list[FilterFailure | None] = []
         if deferred:
-            pending = DeferredFailures(evaluator, order, failures, [nodes[row] for row in deferred])
+            pending = DeferredFailures(evaluator, names, failing, known, [nodes[row] for row in deferred])
             if rows.size == 0 or explain:  # needed now: FailedScheduling, preemption, explanations
                 resolved = pending.resolve()
                 for row, failure, reusable in zip(deferred, resolved, pending.reusable, strict=True):
                     if failure is not None and reusable and status[row] == DEFERRED:
                         status[row] = g.record_failure(failure)
-                found = dict(pending)
-            else:  # most placed pods' failures are never looked at
-                found = pending
+            # most placed pods' failures are never looked at: resolved on first read
+            found = pending
         # a pod that fits nowhere reports its failures counted (FailedScheduling)
         tally = window_failure_counts(table, indexes, later, resolved) if rows.size == 0 else None
         return _Filtered(rows, found, start, evaluated, g, tally)

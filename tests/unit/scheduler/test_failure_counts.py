@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from policyd.evaluation import generated
 from policyd.evaluation.generated import shared_failure
 from policyd.framework import FilterFailure, RuleRef
-from policyd.scheduler.algorithm.failures import failure_counts, window_failure_counts
+from policyd.scheduler.algorithm.failures import (
+    DeferredFailures,
+    WindowFailures,
+    failure_counts,
+    window_failure_counts,
+)
 from policyd.scheduler.attempts import NO_NODE_AVAILABLE, fit_error_message
 
 RULES = [RuleRef("p", "Fit"), RuleRef("p", "Taints"), RuleRef("q", "Zone")]
@@ -97,3 +102,60 @@ def test_window_counts_of_many_distinct_failures() -> None:
     want = failure_counts([table[i] for i in at.tolist()])
     assert len(got) == 40
     assert [(id(f), n) for f, n in got] == [(id(f), n) for f, n in want]
+
+
+class _Evaluator:
+    """Answers the per-node function from a table by node name and counts its calls."""
+
+    def __init__(self, answers: dict[str, FilterFailure | None]) -> None:
+        self.answers, self.calls, self.cluster_called = answers, 0, False
+
+    def reset_cluster_called(self) -> None:
+        self.cluster_called = False
+
+    def filter(self, cel: dict[str, str]) -> FilterFailure | None:
+        self.calls += 1
+        return self.answers[cel["name"]]
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(
+    table=st.lists(failure, min_size=1, max_size=6),
+    rows=st.lists(st.tuples(st.booleans(), st.integers(0, 5), st.one_of(st.none(), failure)), max_size=30),
+    resolve_first=st.booleans(),
+)
+def test_window_failures_map_each_failing_node_to_its_failure_in_window_order(
+    table: list[FilterFailure], rows: list[tuple[bool, int, FilterFailure | None]], resolve_first: bool
+) -> None:
+    """A window's failures by node name: the known rows' table entries and the deferred rows' failures
+    from the per-node function (run once, on first read; a None from it is no failure), in window order."""
+    names = np.array([f"node-{i}" for i in range(len(rows) + 3)], dtype=object)
+    failing = np.array([len(rows) + 2 - i for i in range(len(rows))], dtype=np.intp)  # window order
+    later = np.array([deferred for deferred, _, _ in rows], dtype=bool)
+    at = np.array([i % len(table) for deferred, i, _ in rows if not deferred], dtype=np.intp)
+    known = WindowFailures(names, failing[~later], table, at)
+    want_known = {
+        str(names[row]): table[i] for row, i in zip(failing[~later].tolist(), at.tolist(), strict=True)
+    }
+    assert len(known) == len(want_known)
+    assert list(known.items()) == list(want_known.items())
+
+    answers = {
+        str(names[row]): f for row, (deferred, _, f) in zip(failing.tolist(), rows, strict=True) if deferred
+    }
+    evaluator = _Evaluator(answers)
+    nodes = [mock.Mock(cel={"name": name}) for name in answers]
+    for node, name in zip(nodes, answers, strict=True):
+        node.name = name
+    pending = DeferredFailures(evaluator, names, failing, known, nodes)  # type: ignore[arg-type]
+    assert evaluator.calls == 0
+    if resolve_first:
+        assert pending.resolve() == list(answers.values())
+    want = {}
+    for row, (deferred, i, f) in zip(failing.tolist(), rows, strict=True):
+        got = f if deferred else table[i % len(table)]
+        if got is not None:
+            want[str(names[row])] = got
+    assert list(pending.items()) == list(want.items())
+    assert len(pending) == len(want)
+    assert evaluator.calls == len(nodes)  # once each, however often read
