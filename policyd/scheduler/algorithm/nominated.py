@@ -40,6 +40,8 @@ NONE = -1  # no pods nominated to the row; no verdict kept (stamps and versions 
 # below the lowest
 _LOWEST = np.iinfo(np.int64).min
 _HIGHEST = np.iinfo(np.int64).max
+_NO_ROWS: IntpArray = np.zeros(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
 MAX_GROUPS = 64
 
 
@@ -122,6 +124,8 @@ class NominatedRows:
     def split(self, pod: PodInfoLike, plain_allowed: bool) -> tuple[IntpArray, dict[int, list[PodInfoLike]]]:
         """The rows where nominated pods count for `pod`: the plain ones (none unless
         `plain_allowed`), and the others with the pods that count there (feasibility.nominated_others)."""
+        if not self._row_of:  # no pod is nominated anywhere
+            return _NO_ROWS, {}
         priority = pod.priority
         counted = self.highest >= priority
         own = self._row_of.get(pod.key)

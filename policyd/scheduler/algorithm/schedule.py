@@ -155,6 +155,15 @@ class _Filtered:
     counts: list[tuple[FilterFailure, int]] | None = None
 
 
+def _rotated(local: npt.NDArray[np.int32], start: int, span: int) -> npt.NDArray[np.int32]:
+    """The `span` entries of `local` from `start` on, wrapping round to its head: a view of `local`
+    when they do not wrap (writes to it are writes to `local`), else a copy."""
+    n = len(local)
+    if start + span <= n:
+        return local[start : start + span]
+    return np.concatenate((local[start:], local[: start + span - n]))
+
+
 class Algorithm:
     """Places pods on snapshot nodes, remembering the round-robin start between cycles."""
 
@@ -296,9 +305,13 @@ class Algorithm:
             local[list(special)] = UNKNOWN
         ordered = local
         end = n - 1
+        span = min(n, 2 * limit + 64)  # the rows from `start` on looked at: the window is within them
         while True:
-            ordered = np.concatenate((local[start:], local[:start])) if start else local
+            ordered = _rotated(local, start, span)
             counts = np.cumsum((ordered < 0) & (ordered >= UNKNOWN))
+            if span < n and counts[-1] < limit:  # the window may reach beyond: look at more rows
+                span = min(n, 4 * span)
+                continue
             end = min(int(np.searchsorted(counts, limit)), n - 1)
             unknown = np.flatnonzero(ordered[: end + 1] == UNKNOWN)
             if unknown.size == 0:
@@ -311,6 +324,9 @@ class Algorithm:
                 seen = 1 - int(counts[end]) / (end + 1)
                 ratio = min(max(self._fail_ratio, seen), 0.9)
                 ahead = min(int((end + 1) * ratio / (1 - ratio)), n - 1 - end)
+                if end + 1 + ahead > span:
+                    span = n
+                    ordered = _rotated(local, start, span)
                 if ahead > 0:
                     beyond = np.flatnonzero(ordered[end + 1 : end + 1 + ahead] == UNKNOWN) + end + 1
                     unknown = np.concatenate((unknown, beyond))

@@ -204,6 +204,30 @@ def test_placements_agree_with_the_per_node_oracle(
     cpus: list[int], requests: list[int], mode: str, percentage: int, seed: int
 ) -> None:
     """Pods in turn over one snapshot: same nodes, failures, evaluated counts and scores."""
+    _agree_with_the_oracle(cpus, requests, mode, percentage, seed)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+@given(
+    st.integers(265, 1500),
+    st.sampled_from((0.0, 0.3, 0.8, 0.97, 1.0)),
+    st.lists(st.integers(500, 3000), min_size=1, max_size=5),
+    st.sampled_from((0, 1, 5, 10)),
+    st.integers(0, 100),
+)
+def test_windows_reaching_far_past_the_wanted_count_agree_with_the_oracle(
+    n: int, failing: float, requests: list[int], percentage: int, seed: int
+) -> None:
+    """Clusters larger than the rows first looked at for a window (twice the wanted count and a
+    margin), with runs of nodes too small for every pod: the window grows past them as the oracle's."""
+    rng = random.Random(seed)
+    cpus = [rng.randint(0, 400) if rng.random() < failing else rng.randint(3000, 4000) for _ in range(n)]
+    _agree_with_the_oracle(cpus, requests, MODES[seed % len(MODES)], percentage, seed)
+
+
+def _agree_with_the_oracle(
+    cpus: list[int], requests: list[int], mode: str, percentage: int, seed: int
+) -> None:
     profile = FakeProfile(normalize=mode)
     snapshot = _snapshot(cpus)
     algorithm = Algorithm(random.Random(seed), percentage)
