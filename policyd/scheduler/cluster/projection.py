@@ -48,6 +48,23 @@ def _datetime_ns(dt: datetime) -> int:
     return (dt - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
+# RFC 3339 texts already parsed: Kubernetes writes times to the second, so the pods created in one
+# burst share a few creation times (emptied when full)
+MAX_PARSED_TIMES = 4096
+_parsed_times: dict[str, Timestamp] = {}
+
+
+def _timestamp_of_text(text: str) -> Timestamp:
+    """The CEL timestamp of an RFC 3339 text (Timestamp values are immutable: one object per text)."""
+    ts = _parsed_times.get(text)
+    if ts is None:
+        ts = cel_timestamp(parse_time(text))
+        if len(_parsed_times) >= MAX_PARSED_TIMES:
+            _parsed_times.clear()
+        _parsed_times[text] = ts
+    return ts
+
+
 def cel_timestamp(ns: int) -> Timestamp:
     """The CEL runtime value of a timestamp given in nanoseconds since the epoch."""
     return Timestamp(ns)
@@ -98,7 +115,7 @@ def _convert(value: Any, t: CelType) -> Any:
             if not isinstance(value, str):
                 raise _Mismatch(f"expected an RFC 3339 timestamp, got {value!r}")
             try:
-                return cel_timestamp(parse_time(value))
+                return _timestamp_of_text(value)
             except (ValueError, CelEvalError) as e:
                 raise _Mismatch(str(e)) from None
         return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from policyd.cel.values import Timestamp
 from policyd.errors import ClusterDataError
+from policyd.scheduler.cluster import projection
 from policyd.scheduler.cluster.objects import (
     NodeInfo,
     PodInfo,
@@ -289,6 +291,21 @@ def test_timestamps_are_exact_nanoseconds(text: str, ns: int) -> None:
     pv = pod_info(make_pod("p", creation=text))
     assert pv.cel["creationTimestamp"] == Timestamp(ns)
     assert pv.creation_timestamp == ns / 10**9
+
+
+def test_times_of_many_pods_are_each_their_own_text() -> None:
+    """Parsed times are kept by text: pods sharing a creation time read it alike, and pods of more
+    distinct times than are kept each read their own (the table is emptied when full)."""
+    texts = [f"2024-01-01T00:00:{s:02d}Z" for s in range(10)] * 3
+    want = [(19723 * 86400 + i % 10) * 10**9 for i in range(len(texts))]
+    with mock.patch.object(projection, "MAX_PARSED_TIMES", 4):
+        got = [pod_info(make_pod(f"p{i}", creation=t)).cel["creationTimestamp"] for i, t in enumerate(texts)]
+        assert len(projection._parsed_times) <= 4
+    assert got == [Timestamp(ns) for ns in want]
+    with pytest.raises(ClusterDataError, match="creationTimestamp"):
+        pod_info(make_pod("bad", creation="2024-13-01T00:00:00Z"))
+    with pytest.raises(ClusterDataError, match="creationTimestamp"):  # an invalid text is never kept
+        pod_info(make_pod("bad", creation="2024-13-01T00:00:00Z"))
 
 
 def test_yaml_datetimes_are_accepted() -> None:
