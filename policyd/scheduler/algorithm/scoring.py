@@ -53,16 +53,19 @@ def _go_div(a: ScoreArray, b: int) -> ScoreArray:
     return np.where((a >= 0) == (b >= 0), q, -q)
 
 
-def normalize(raw: ScoreArray, mode: Normalize) -> ScoreArray:
-    """Normalise one rule's raw scores over the feasible nodes (integer arithmetic)."""
+def normalize(raw: ScoreArray, mode: Normalize, bounds: tuple[int, int] | None = None) -> ScoreArray:
+    """Normalise one rule's raw scores over the feasible nodes (integer arithmetic); `bounds` are
+    their (max, min) when known."""
     if mode == "none" or raw.size == 0:
         return raw
-    hi, lo = int(raw.max()), int(raw.min())
+    hi, lo = (int(raw.max()), int(raw.min())) if bounds is None else bounds
     top = MAX_NODE_SCORE
-    if mode == "max":
-        return np.zeros_like(raw) if hi == 0 else _go_div(raw * top, hi)
-    if mode == "reverse":
-        return np.full_like(raw, top) if hi == 0 else top - _go_div(raw * top, hi)
+    if mode == "max" or mode == "reverse":
+        if hi == 0:
+            return np.zeros_like(raw) if mode == "max" else np.full_like(raw, top)
+        # no negative score: flooring is Go's truncation
+        scaled = raw * top // hi if lo >= 0 else _go_div(raw * top, hi)
+        return scaled if mode == "max" else top - scaled
     minmax = np.zeros_like(raw) if hi == lo else (raw - lo) * top // (hi - lo)
     if mode == "minmax":
         return minmax
@@ -78,9 +81,14 @@ def weigh(
     `keep`."""
     total = np.zeros(raw.shape[0], dtype=raw.dtype)
     columns = []
+    # every column's bounds at once (a rule's normalisation needs its max and min)
+    bounds = list(zip(raw.max(axis=0).tolist(), raw.min(axis=0).tolist(), strict=True)) if raw.size else None
     for j, rule in enumerate(rules):
-        column = normalize(raw[:, j], rule.normalize)
-        total += column * rule.weight
+        column = normalize(raw[:, j], rule.normalize, bounds[j] if bounds is not None else None)
+        if rule.weight == 1:
+            total += column
+        elif rule.weight:
+            total += column * rule.weight
         if keep:
             columns.append(column)
     if not keep:
