@@ -30,6 +30,9 @@ from policyd.scheduler.cluster.tables import (
 )
 from policyd.scheduler.cluster.workloads import WorkloadIndex
 
+# changed rows up to this many are read row by row (`_domain_totals`)
+FEW_ROWS = 8
+
 
 def inactive_score_state() -> dict[str, Any]:
     """The PreScore state of a pod without soft constraints."""
@@ -48,6 +51,17 @@ def _matching(
         return c.counts(p, namespace)
 
     return tables.pod_counts(key, counted) if rows is None else tables.pod_counts_at(key, counted, rows)
+
+
+def _matching_one(tables: SnapshotTables, c: SpreadConstraint, namespace: str, row: int) -> int:
+    """`_matching(tables, c, namespace)[row]`, bringing only that row up to date."""
+    if c.selector_empty:
+        return 0
+
+    def counted(p: CelObject) -> bool:
+        return c.counts(p, namespace)
+
+    return tables.pod_count_one(("spread-count", namespace, c.selector_key), counted, row)
 
 
 def _inclusion(c: SpreadConstraint, pod: CelObject) -> list[tuple[Hashable, Callable[[CelObject], bool]]]:
@@ -101,6 +115,8 @@ def _domain_totals(
     )
 
     def row_values(rows: IntpArray) -> tuple[Int64Array, Int64Array]:
+        if len(rows) <= FEW_ROWS:
+            return few_row_values(rows)
         has_all = np.ones(len(rows), dtype=bool)
         for d in domains.values():
             has_all &= d.codes[rows] >= 0
@@ -113,6 +129,20 @@ def _domain_totals(
             count = np.where(mask, _matching(tables, c, ns, rows), count)
             included |= mask
         return np.where(included, domains[key].codes[rows], -1), count
+
+    def few_row_values(rows: IntpArray) -> tuple[Int64Array, Int64Array]:
+        # `row_values` row by row: a bind changes a row or two, where numpy calls cost more than loops
+        codes, counts = [], []
+        own = domains[key].codes
+        for row in rows.tolist():
+            count, included = 0, False
+            if all(d.codes[row] >= 0 for d in domains.values()):
+                for c, inc in parts:
+                    if all(tables.node_mask_one(mask_key, predicate, row) for mask_key, predicate in inc):
+                        count, included = _matching_one(tables, c, ns, row), True
+            codes.append(int(own[row]) if included else -1)
+            counts.append(count)
+        return np.array(codes, dtype=np.int64), np.array(counts, dtype=np.int64)
 
     return tables.domain_totals(table_key, domains[key], row_values)
 

@@ -548,6 +548,16 @@ class SnapshotTables:
             self.index.rows_updated += int(stale.size)
         return table
 
+    def _sync_one(self, table: TableT, row: int) -> TableT:
+        """`table` brought up to date at `row` alone."""
+        self.index.use_layout(self.names)
+        version = self._versions[row]
+        if table.versions[row] != version:
+            table.update([row], self.cels)
+            table.versions[row] = version
+            self.index.rows_updated += 1
+        return table
+
     def pod_counts(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> Int64Array:
         """Per row: pods satisfying `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _PodCounts(n, predicate))
@@ -560,6 +570,11 @@ class SnapshotTables:
         table = self.index.table(key, lambda n: _PodCounts(n, predicate))
         return self._sync_rows(table, rows).values[rows]
 
+    def pod_count_one(self, key: Hashable, predicate: Callable[[CelObject], bool], row: int) -> int:
+        """`pod_counts(key, predicate)[row]`, bringing only that row up to date."""
+        table = self.index.table(key, lambda n: _PodCounts(n, predicate))
+        return int(self._sync_one(table, row).values[row])
+
     def node_mask(self, key: Hashable, predicate: Callable[[CelObject], bool]) -> BoolArray:
         """Per row: whether the node satisfies `predicate` (one table per `key`; do not modify)."""
         table = self.index.table(key, lambda n: _NodeMask(n, predicate))
@@ -571,6 +586,11 @@ class SnapshotTables:
         """`node_mask(key, predicate)[rows]`, bringing only those rows up to date."""
         table = self.index.table(key, lambda n: _NodeMask(n, predicate))
         return self._sync_rows(table, rows).values[rows]
+
+    def node_mask_one(self, key: Hashable, predicate: Callable[[CelObject], bool], row: int) -> bool:
+        """`node_mask(key, predicate)[row]`, bringing only that row up to date."""
+        table = self.index.table(key, lambda n: _NodeMask(n, predicate))
+        return bool(self._sync_one(table, row).values[row])
 
     def domains(self, key: str) -> Domains:
         """The domain codes of topology key `key`."""
