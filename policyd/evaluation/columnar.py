@@ -266,10 +266,12 @@ def member_of(cat: Cat, container: Any) -> Cat | Num:
                 found = np.fromiter(map(index.__getitem__, common), dtype=np.intp, count=len(common))
                 hit[found[found < strings]] = True
             true = hit[used]
-        else:  # look the values up in the map
-            true = np.fromiter(
-                (c < strings and values[c] in container for c in used.tolist()), dtype=bool, count=len(used)
-            )
+        else:  # look the values (the strings among them) up in the map, in C
+            true = np.zeros(len(used), dtype=bool)
+            named = np.flatnonzero(used < strings)
+            if named.size:
+                keys = map(values.__getitem__, used[named].tolist())
+                true[named] = np.fromiter(map(container.__contains__, keys), dtype=bool, count=named.size)
         results: list[Any] = true.tolist()
         bad = np.zeros(len(used), dtype=bool)
         for i in np.flatnonzero(used >= strings).tolist():  # values outside the index (a missing key)
