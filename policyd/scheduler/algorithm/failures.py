@@ -78,7 +78,23 @@ def window_failure_counts(
     return [(objects[key], counts[key]) for key in sorted(first, key=first.__getitem__)]
 
 
-class WindowFailures(Mapping[str, FilterFailure]):
+class _LazyFailures(Mapping[str, FilterFailure]):
+    """Node name -> failure, as the dict `_all()` makes on first read."""
+
+    def _all(self) -> dict[str, FilterFailure]:
+        raise NotImplementedError
+
+    def __getitem__(self, name: str) -> FilterFailure:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+class WindowFailures(_LazyFailures):
     """Node name -> failure of a window's failing rows whose failure is known, in window order: row
     `rows[i]` fails with `table[at[i]]`. Made into a dict on first read: a pod that fits nowhere on
     5000 nodes is counted (`window_failure_counts`) and preempted for without one."""
@@ -99,17 +115,11 @@ class WindowFailures(Mapping[str, FilterFailure]):
             self._failures = dict(zip(names, map(self._table.__getitem__, self._at.tolist()), strict=True))
         return self._failures
 
-    def __getitem__(self, name: str) -> FilterFailure:
-        return self._all()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self._at)  # without making the dict
 
 
-class DeferredFailures(Mapping[str, FilterFailure]):
+class DeferredFailures(_LazyFailures):
     """Node name -> failure of a window's failing rows (`rows`, in window order, named by `names`):
     the `known` ones, and the `deferred` nodes' failures computed on first read (`resolve`)."""
 
@@ -154,12 +164,3 @@ class DeferredFailures(Mapping[str, FilterFailure]):
                     failures[name] = failure
             self._failures = failures
         return self._failures
-
-    def __getitem__(self, name: str) -> FilterFailure:
-        return self._all()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
