@@ -27,7 +27,6 @@ from typing import Any
 
 from policyd.errors import PolicydError
 from policyd.framework import EVENT_POD_ASSIGNED_DELETE, ClusterFunctions, CompiledProfile, PodEvaluator
-from policyd.scheduler.algorithm.failures import failure_counts
 from policyd.scheduler.algorithm.feasibility import nominated_evaluator
 from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.schedule import Algorithm, ScheduleResult
@@ -228,11 +227,7 @@ class SchedulingCycle(EventHandlers):
         attempt: Attempt,
     ) -> None:
         pod = queued.pod
-        failures = (
-            result.failure_counts
-            if result.failure_counts is not None
-            else failure_counts(result.failures.values())
-        )
+        failures = result.failure_counts or []  # counted by the filter phase
         if len(snapshot) == 0:
             message = NO_NODES_MESSAGE
         else:

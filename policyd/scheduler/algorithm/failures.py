@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -22,25 +22,17 @@ from policyd.scheduler.snapshot import NodeInfoLike
 log = logging.getLogger(__name__)
 
 
-def failure_counts(failures: Iterable[FilterFailure]) -> list[tuple[FilterFailure, int]]:
-    """Each distinct failure object of `failures` with the number of nodes it stands for, in first-seen
-    order (counted by identity: the nodes failing alike share one object, see
-    policyd.evaluation.generated.shared_failure)."""
-    failures = list(failures)
-    objects = dict(zip(map(id, failures), failures, strict=True))
-    return [(objects[key], count) for key, count in Counter(map(id, failures)).items()]
-
-
 def window_failure_counts(
     table: Sequence[FilterFailure],
     at: npt.NDArray[np.intp],
     later: npt.NDArray[np.bool_],
     resolved: Sequence[FilterFailure | None],
 ) -> list[tuple[FilterFailure, int]]:
-    """`failure_counts` of a window's failing rows, in window order: row k's failure is `table[at[j]]`
-    (j counting the rows not `later`), or for the rows `later` the next of `resolved` (None: no
-    failure, not counted). The table's failures are counted per table entry without a step per row;
-    counted by identity, as `failure_counts` does."""
+    """Each distinct failure object of a window's failing rows with the number of rows it stands for,
+    in the order first seen: row k's failure is `table[at[j]]` (j counting the rows not `later`), or
+    for the rows `later` the next of `resolved` (None: no failure, not counted). Counted by identity
+    (the nodes failing alike share one object, see policyd.evaluation.generated.shared_failure), per
+    table entry without a step per row."""
     first: dict[int, int] = {}  # id of a failure -> the window position where it is first seen
     counts: dict[int, int] = {}
     objects: dict[int, FilterFailure] = {}

@@ -80,8 +80,8 @@ class ScheduleResult:
     score_seconds: float = 0.0
     # the profile's policies that applied to the pod (explain mode only; None otherwise)
     applied: tuple[str, ...] | None = None
-    # when nothing fits: each distinct failure with the number of nodes it stands for (None: count
-    # `failures` with `failure_counts`)
+    # when nothing fits: each distinct failure with the number of nodes it stands for (None when a
+    # node was found)
     failure_counts: list[tuple[FilterFailure, int]] | None = None
 
 
@@ -244,7 +244,7 @@ class Algorithm:
             if failure is None:
                 return _Filtered(np.array([row], dtype=np.intp), {}, row, 1, fresh_results(profile, snapshot))
         if len(snapshot) == 0:
-            return _Filtered(np.zeros(0, dtype=np.intp), {}, 0, 0, fresh_results(profile, snapshot))
+            return _Filtered(np.zeros(0, dtype=np.intp), {}, 0, 0, fresh_results(profile, snapshot), [])
         groups = self.groups
         signature = evaluator.signature() if groups is not None else None
         if groups is None or signature is None:

@@ -21,6 +21,7 @@ from policyd.scheduler.cluster.spread_constraints import (
     spread_constraints,
 )
 from policyd.scheduler.cluster.tables import (
+    FEW_ROWS,
     BoolArray,
     Domains,
     DomainTotals,
@@ -29,9 +30,6 @@ from policyd.scheduler.cluster.tables import (
     SnapshotTables,
 )
 from policyd.scheduler.cluster.workloads import WorkloadIndex
-
-# changed rows up to this many are read row by row (`_domain_totals`)
-FEW_ROWS = 8
 
 
 def inactive_score_state() -> dict[str, Any]:

@@ -30,6 +30,8 @@ BoolArray = npt.NDArray[np.bool_]
 IntpArray = npt.NDArray[np.intp]
 
 DEFAULT_MAX_TABLES = 256
+# changed rows up to this many (a bind's) are handled row by row, where numpy calls cost more than loops
+FEW_ROWS = 8
 POD_TERMS_CACHE = 65536
 _NEVER = -2  # a stored row version no snapshot row has (what-if rows have -1; bindings give them < -2)
 # kinds of existing pods' inter-pod affinity terms
@@ -152,7 +154,7 @@ class DomainTotals(_Table):
         if size > len(self.totals):
             self.totals = np.concatenate([self.totals, np.zeros(size - len(self.totals), dtype=np.int64)])
         old = self.codes[rows]
-        if len(rows) <= 8:  # a few rows (a bind's): domain by domain
+        if len(rows) <= FEW_ROWS:  # a few rows (a bind's): domain by domain
             totals = self.totals
             moves = zip(
                 old.tolist(), self.amounts[rows].tolist(), codes.tolist(), amounts.tolist(), strict=True

@@ -9,7 +9,8 @@ plans, reuse cache) must decide exactly this.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from policyd.framework import CompiledProfile, FilterFailure, Normalize, PodEvaluator
@@ -103,3 +104,11 @@ def place(
         out.scores = score_nodes(profile, evaluator, feasible)
         out.node = select_host(out.scores, rng).node
     return out
+
+
+def failure_counts(failures: Iterable[FilterFailure]) -> list[tuple[FilterFailure, int]]:
+    """Each distinct failure object of `failures` with the number of nodes it stands for, in first-seen
+    order, counted by identity one node at a time (what the scheduler counts from a window's codes)."""
+    failures = list(failures)
+    objects = dict(zip(map(id, failures), failures, strict=True))
+    return [(objects[key], count) for key, count in Counter(map(id, failures)).items()]

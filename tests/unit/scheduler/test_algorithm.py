@@ -12,7 +12,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from policyd.framework import ScoreRule
-from policyd.scheduler.algorithm.failures import failure_counts
 from policyd.scheduler.algorithm.feasibility import (
     filter_with_nominated,
     nominated_evaluator,
@@ -28,6 +27,7 @@ from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.queue import QueueConfig, SchedulingQueue
 from policyd.scheduler.snapshot import Snapshot
 from tests.unit.scheduler import algorithm_oracle as oracle
+from tests.unit.scheduler.algorithm_oracle import failure_counts
 from tests.unit.scheduler.fakes import (
     LEAST,
     FakeEvaluator,

@@ -16,10 +16,10 @@ from policyd.framework import FilterFailure, RuleRef
 from policyd.scheduler.algorithm.failures import (
     DeferredFailures,
     WindowFailures,
-    failure_counts,
     window_failure_counts,
 )
 from policyd.scheduler.attempts import NO_NODE_AVAILABLE, fit_error_message
+from tests.unit.scheduler.algorithm_oracle import failure_counts
 
 RULES = [RuleRef("p", "Fit"), RuleRef("p", "Taints"), RuleRef("q", "Zone")]
 REASONS = [("Insufficient cpu",), ("Insufficient cpu", "Insufficient memory"), ("node(s) didn't match zone",)]
