@@ -159,6 +159,13 @@ class PodEvaluator(Protocol):
         for equivalent pods; None when the plans cannot evaluate this pod."""
         ...
 
+    def filter_by_classes(self, columns: NodeTable, rules: Sequence[int]) -> Int8Array | None:
+        """The verdicts of filter `rules` (`CompiledProfile.filters` indexes) on every row of
+        `columns`, one column per rule (`RULE_PASS`, `RULE_FAIL`, `RULE_UNKNOWN` where unsure), each
+        decided once per class of nodes alike under the node labels the rule reads, and reusable for
+        equivalent pods; None when one of them cannot be decided so."""
+        ...
+
     def bulk_scores(
         self, columns: NodeTable, rows: IntpArray, wanted: BoolArray
     ) -> tuple[FloatArray, BoolArray] | None:

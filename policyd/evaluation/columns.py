@@ -15,6 +15,7 @@ Columns grow by doubling; nothing is rebuilt per pod.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
@@ -29,6 +30,8 @@ CodeArray = npt.NDArray[np.int32]
 
 RESOURCE_MAPS = ("allocatable", "requested", "nonZeroRequested", "capacity")
 ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage", "pods")
+# label generations: every table's label change takes the next one, so no two states share one
+_LABEL_GENERATIONS = itertools.count()
 
 
 class Categorical:
@@ -92,6 +95,8 @@ class NodeColumns:
         self.ready: BoolArray = np.zeros(self.capacity, dtype=bool)
         self.resources: dict[str, dict[str, ResourceColumn]] = {m: {} for m in RESOURCE_MAPS}
         self.labels: dict[str, Categorical] = {}
+        # moves whenever a row's labels (or the number of rows) change, never back to an old value
+        self.label_generation = next(_LABEL_GENERATIONS)
         self.whole: dict[str, Categorical] = {
             "taints": Categorical(self.capacity),
             "labels": Categorical(self.capacity),
@@ -175,6 +180,7 @@ class NodeColumns:
                 col.present[row] = True
                 col.values[row] = amount
         if not same("labels"):
+            self.label_generation = next(_LABEL_GENERATIONS)
             labels: Mapping[str, str] = cel.get("labels") or {}
             for key, cat in self.labels.items():
                 if key not in labels:

@@ -138,6 +138,11 @@ class GeneratedEvaluator:
         whether reusable (None: no plan)."""
         return self.vectorised.bulk_filter(columns, rows, wanted)
 
+    def filter_by_classes(self, columns: pl.NodeTable, rules: Sequence[int]) -> pl.Int8Array | None:
+        """Verdicts of filter `rules` on every row, decided per class of nodes alike under the labels
+        each reads (None: one of them cannot be)."""
+        return self.vectorised.filter_by_classes(columns, rules)
+
     def bulk_scores(
         self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray
     ) -> tuple[pl.FloatArray, pl.BoolArray] | None:

@@ -10,7 +10,9 @@ When a member looked up a key outside the grouping keys, the groups are made aga
 added: which key is looked up may depend on an earlier value (`a in node.labels ? node.labels[b] :
 node.labels[c]`). A verdict is kept only when its evaluation read grouping keys alone. Every member
 of its group has the same values under those keys, so it would have read the same values, taken the
-same path and reached the same verdict. The keys found are the next pod's first guess.
+same path and reached the same verdict. The keys found are the next pod's first guess. Over every
+row (a rule's verdict column renewed when its pod-only values move), the classes are kept with the
+guess while no node's labels change (`NodeColumns.label_generation`).
 """
 
 from __future__ import annotations
@@ -106,13 +108,26 @@ def classes(columns: Any, rows: IntpArray, keys: Sequence[Any]) -> tuple[IntpArr
 
 class Guess:
     """What one rule's last evaluations learnt: the keys it looked up (the next pod's first guess),
-    and how many evaluations to leave to the plan after its nodes fell into too many classes."""
+    how many evaluations to leave to the plan after its nodes fell into too many classes, and the
+    classes of every row under the keys (with the label generation they were made at)."""
 
-    __slots__ = ("keys", "skip")
+    __slots__ = ("keys", "skip", "every")
 
     def __init__(self) -> None:
         self.keys: tuple[Any, ...] = ()
         self.skip = 0
+        self.every: tuple[int, tuple[Any, ...], tuple[IntpArray, IntpArray] | None] | None = None
+
+
+def _grouped(columns: Any, rows: IntpArray | None, keys: tuple[Any, ...], guess: Guess) -> Any:
+    """`classes` of `rows`, or of every row (None; kept in `guess` while no label changes)."""
+    if rows is not None:
+        return classes(columns, rows, keys)
+    every = guess.every
+    generation = columns.label_generation
+    if every is None or every[0] != generation or every[1] != keys:
+        every = guess.every = (generation, keys, classes(columns, np.arange(len(columns)), keys))
+    return every[2]
 
 
 def decide(
@@ -122,13 +137,27 @@ def decide(
     per class of rows alike under the keys the rule looks up (starting from `guess`, which learns
     them); None when there are too many classes or the labels were used other than by key (the plan
     decides then)."""
+    decided = decide_classes(verdict, columns, rows, guess)
+    if decided is None:
+        return None
+    inverse, results = decided
+    passed = np.fromiter((r is True for r in results), dtype=bool, count=len(results))
+    unsure = np.fromiter((r is None for r in results), dtype=bool, count=len(results))
+    return passed[inverse], unsure[inverse]
+
+
+def decide_classes(
+    verdict: Callable[[Mapping[str, Any]], bool | None], columns: Any, rows: IntpArray | None, guess: Guess
+) -> tuple[IntpArray, list[bool | None]] | None:
+    """The class of each row of `rows` (None: every row) and `verdict(node)` per class (True, False
+    or None: unsure), as `decide`."""
     if guess.skip:
         guess.skip -= 1
         return None
     cels = columns.cels
     keys = guess.keys
     for _ in range(MAX_ROUNDS):
-        grouped = classes(columns, rows, keys)
+        grouped = _grouped(columns, rows, keys, guess)
         if grouped is None:
             return None
         inverse, members = grouped
@@ -139,7 +168,7 @@ def decide(
         found: list[Any] = []
         results: list[Any] = []
         for position in members.tolist():
-            node = cels[int(rows[position])]
+            node = cels[position if rows is None else int(rows[position])]
             labels = ReadLabels(node.get("labels") or {})
             view = dict(node)
             view["labels"] = labels
@@ -154,8 +183,6 @@ def decide(
         if found:
             keys = (*keys, *found)
             continue
-        passed = np.fromiter((r is True for r in results), dtype=bool, count=len(results))
-        unsure = np.fromiter((r is None for r in results), dtype=bool, count=len(results))
         guess.keys = keys
-        return passed[inverse], unsure[inverse]
+        return inverse, results
     return None

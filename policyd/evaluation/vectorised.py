@@ -17,7 +17,7 @@ import numpy as np
 from policyd import framework as pl
 from policyd.evaluation.code import UNSET, CompiledPolicy, LetError, RuleLayout
 from policyd.evaluation.columnar import EvalErr, Unsupported
-from policyd.evaluation.label_classes import decide
+from policyd.evaluation.label_classes import decide, decide_classes
 from policyd.evaluation.plans import Evaluation, ExprPlan, PolicyPlan
 
 # (profile index of the policy, its code, its pod-only let slots): a policy that applies to the pod
@@ -115,6 +115,36 @@ class VectorisedEvaluator:
         except Unsupported:
             return None
         return out, reusable
+
+    def filter_by_classes(self, columns: pl.NodeTable, rules: Sequence[int]) -> pl.Int8Array | None:
+        """The verdicts of filter `rules` (profile indexes) on every row, one column per rule, each
+        decided once per class of nodes alike under the labels it reads (`label_classes.decide`);
+        None when one of them reads more of the node, its nodes fall into too many classes, or its
+        verdict called the cluster functions (it could not be kept for equivalent pods)."""
+        offsets = self.layout.filter_offsets
+        asked = []  # (column, policy code and pod-only slots, the rule's verdict function and plan)
+        for k, code, pod_slots in self.parts:
+            for i, rule in enumerate(rules):
+                j = rule - offsets[k]
+                if not 0 <= j < len(code.filters):
+                    continue
+                verdict = code.filter_verdicts[j] if code.filter_verdicts else None
+                plan = code.vector_plan().filters[j]
+                if verdict is None or plan is None:
+                    return None
+                asked.append((i, code, pod_slots, verdict, plan))
+        out = np.full((len(columns), len(rules)), pl.RULE_PASS, dtype=np.int8)  # policies not applying pass
+        for i, code, pod_slots, verdict, plan in asked:
+            self.cluster.called = False
+            decided = decide_classes(self._verdict(verdict, code, pod_slots), columns, None, plan.label_guess)
+            if decided is None or self.cluster.called:
+                return None
+            inverse, results = decided
+            codes = [
+                pl.RULE_PASS if r is True else pl.RULE_UNKNOWN if r is None else pl.RULE_FAIL for r in results
+            ]
+            out[:, i] = np.array(codes, dtype=np.int8)[inverse]
+        return out
 
     def bulk_scores(
         self, columns: pl.NodeTable, rows: pl.IntpArray, wanted: pl.BoolArray

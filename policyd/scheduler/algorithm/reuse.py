@@ -6,7 +6,8 @@ verdict and raw scores on an unchanged node unless the evaluation called the clu
 generation; rows whose generation moved are evaluated again, others are reused. Each filter rule's
 verdict and each raw score is keyed by the pod-only values of its own rule only, so a pod whose other
 rules' values changed keeps it (a bind that moves the spread counts re-evaluates the spread rule
-alone); a row's combined verdict is kept while no rule up to its first failing one changed. A row
+alone, per zone on every row at once when the evaluator can: `use_filter_values`); a row's combined
+verdict is kept while no rule up to its first failing one changed. A row
 known to fail may wait for its failure (which rule, which reasons) until someone asks (`DEFERRED`).
 The least recently
 used groups beyond `capacity` are dropped. A pod without a signature (or a scheduler without reuse)
@@ -16,14 +17,22 @@ gets fresh, unshared results: the algorithm is the same either way.
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN, CompiledProfile, FilterFailure, RuleRef
+from policyd.framework import (
+    RULE_FAIL,
+    RULE_PASS,
+    RULE_UNKNOWN,
+    CompiledProfile,
+    FilterFailure,
+    Int8Array,
+    RuleRef,
+)
 from policyd.scheduler.lru import BoundedLRU
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot
 
@@ -121,20 +130,39 @@ class NodeResults:
         # row -> verdict of a node with nominated pods
         self.nominated: dict[int, NominatedVerdict] = {}
 
-    def use_filter_values(self, values: Sequence[Any]) -> None:
-        """Forget the verdicts of each filter rule whose pod-only values (`values[rule]`) are not the
-        group's, and the combined verdicts that may depend on them."""
+    def use_filter_values(
+        self, values: Sequence[Any], renew: Callable[[list[int]], Int8Array | None] | None = None
+    ) -> None:
+        """Take each filter rule's pod-only values (`values[rule]`): the verdicts of a rule whose values
+        are not the group's are forgotten, with the combined verdicts that may depend on them, unless
+        `renew(rules)` gives those rules' verdicts on every row afresh (one column per rule): then
+        a row keeps its pass while every renewed verdict passes, and any other row's combined
+        verdict is read again from its rule verdicts."""
         changed = self._filter.changed(values)
         if not changed:
             return
-        self.verdicts[:, changed] = RULE_UNKNOWN
-        # a row failing at an earlier rule than every changed one keeps its failure (only rows with
-        # a combined verdict are looked at: the others are unknown already)
-        known = np.flatnonzero(self.status != UNKNOWN)
-        earlier = np.ascontiguousarray(self.verdicts.take(known, axis=0)[:, : min(changed)].T)
-        stale = known[~(earlier == RULE_FAIL).any(axis=0)]  # rule-major: a fast reduction
-        self.status[stale] = UNKNOWN
         self.nominated = {}
+        fresh = renew(changed) if renew is not None else None
+        status, verdicts = self.status, self.verdicts
+        # a row failing at an earlier rule than every changed one keeps its failure
+        failing = np.flatnonzero((status != UNKNOWN) & (status != PASS))
+        earlier = (verdicts.take(failing, axis=0)[:, : min(changed)] == RULE_FAIL).any(axis=1)
+        if fresh is None:
+            verdicts[:, changed] = RULE_UNKNOWN
+            status[status == PASS] = UNKNOWN
+            status[failing[~earlier]] = UNKNOWN
+            return
+        verdicts[:, changed] = fresh
+        not_passing = np.flatnonzero((fresh != RULE_PASS).any(axis=1))
+        moved = np.concatenate((not_passing[status[not_passing] == PASS], failing[~earlier]))
+        if moved.size:
+            rows = verdicts.take(moved, axis=0)
+            first = (rows != RULE_PASS).argmax(axis=1)
+            at_first = rows[np.arange(len(moved)), first]
+            # the first rule not passed fails (its failure is found when asked), or is not known
+            status[moved] = np.where(
+                at_first == RULE_PASS, PASS, np.where(at_first == RULE_FAIL, DEFERRED, UNKNOWN)
+            )
 
     def use_score_values(self, values: Sequence[Any]) -> None:
         """Forget the raw scores of each rule whose pod-only values (`values[rule]`) are not the group's."""

@@ -251,7 +251,15 @@ class Algorithm:
             results = fresh_results(profile, snapshot)
         else:
             results = groups.group(profile, signature, snapshot)
-        results.use_filter_values(evaluator.prepare("filter"))
+        values = evaluator.prepare("filter")
+        if len(snapshot) >= BULK_MIN:
+            # a rule whose pod-only values moved (the spread counts after a bind) is decided again on
+            # every row at once when it reads the node through labels alone, per class of nodes
+            results.use_filter_values(
+                values, lambda rules: evaluator.filter_by_classes(self.columns.sync(snapshot), rules)
+            )
+        else:
+            results.use_filter_values(values)
         evaluator.track_cluster()
         shared = groups is not None and signature is not None
         return self._find_feasible(p, results, nominated_rows, shared, explain)

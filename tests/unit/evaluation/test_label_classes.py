@@ -16,7 +16,7 @@ from policyd.compiler.profiles import compile_sources
 from policyd.evaluation import label_classes
 from policyd.evaluation.code import UNSET
 from policyd.evaluation.columns import NodeColumns
-from policyd.evaluation.label_classes import Guess, ReadLabels, classes, decide
+from policyd.evaluation.label_classes import Guess, ReadLabels, classes, decide, decide_classes
 from policyd.framework import RULE_FAIL, RULE_PASS
 from policyd.scheduler.cluster.functions import ClusterFunctions
 from tests.unit.evaluation.test_plans import LABEL_KEYS, LABEL_VALUES, make_pod
@@ -278,3 +278,46 @@ def test_bulk_filter_decides_label_rules_by_classes(monkeypatch: pytest.MonkeyPa
     assert codes[:, 1].tolist() == [RULE_PASS, RULE_PASS, RULE_FAIL, RULE_PASS]
     assert reusable.all()
     assert len(planned) == 1 and "name" in planned[0]
+
+
+def test_classes_of_every_row_are_kept_until_a_label_changes() -> None:
+    cels = [node_cel(i, {"zone": z}) for i, z in enumerate("abca")]
+    columns = NodeColumns.from_nodes(cels)
+    learnt = Guess()
+
+    def in_a(node: Any) -> bool:
+        return bool(node["labels"].get("zone") == "a")
+
+    def verdicts() -> list[bool | None]:
+        decided = decide_classes(in_a, columns, None, learnt)
+        assert decided is not None
+        inverse, results = decided
+        return [results[c] for c in inverse.tolist()]
+
+    assert verdicts() == [True, False, False, True]
+    kept = learnt.every
+    # a pod bound to node 1: its object is copied with the same labels map
+    columns.set_node(1, {**cels[1], "podCount": 1})
+    assert verdicts() == [True, False, False, True] and learnt.every is kept
+    columns.set_node(2, node_cel(2, {"zone": "a"}))  # a label changed: the classes are made again
+    assert verdicts() == [True, False, True, True] and learnt.every is not kept
+    columns.add_node(node_cel(4, {"zone": "a"}))
+    assert verdicts() == [True, False, True, True, True]
+
+
+def test_filter_by_classes_renews_label_rules_on_every_row() -> None:
+    text = (
+        'policy p {\n  filter Zone {\n    expr = node.labels["zone"] == pod.name\n  }\n'
+        '  filter Named {\n    expr = node.name != "n2"\n  }\n}\n'
+    )
+    profile = next(iter(compile_sources({"p.policy": text}, generation=1).profiles.values()))
+    cels = [node_cel(i, {"zone": z}) for i, z in enumerate("abab")]
+    columns = NodeColumns.from_nodes(cels)
+    for pod, expected in (("a", [RULE_PASS, RULE_FAIL] * 2), ("b", [RULE_FAIL, RULE_PASS] * 2)):
+        evaluator = profile.evaluator(make_pod(pod, 100, 100).cel, ClusterFunctions(snapshot_of(cels)))
+        evaluator.prepare("filter")
+        codes = evaluator.filter_by_classes(columns, [0])
+        assert codes is not None and codes.shape == (4, 1) and codes[:, 0].tolist() == expected
+        # a rule reading more of the node than labels: nothing is renewed
+        assert evaluator.filter_by_classes(columns, [1]) is None
+        assert evaluator.filter_by_classes(columns, [0, 1]) is None

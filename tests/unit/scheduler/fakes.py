@@ -164,6 +164,9 @@ class FakeEvaluator:
     def bulk_filter(self, columns: Any, rows: Any, wanted: Any) -> None:
         return None
 
+    def filter_by_classes(self, columns: Any, rules: Any) -> None:
+        return None
+
     def bulk_scores(self, columns: Any, rows: Any, wanted: Any) -> None:
         return None
 

@@ -3,6 +3,9 @@ keep their raw scores on unchanged nodes, and every score equals a fresh per-nod
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
 from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
 from policyd.scheduler.algorithm.reuse import DEFERRED, PASS, UNKNOWN, NodeResults
 from tests.builders import make_node, make_pod, spread_constraint
@@ -24,6 +27,16 @@ def _web_pods(when: str) -> Case:
         for i in range(40)
     ]
     return Case(nodes=nodes, pending=pods, extra=())
+
+
+def _forget_label_guesses() -> None:
+    """What earlier tests' pods taught the default policies' label rules (the keys they read, and
+    evaluations left to the plans after too many classes) is forgotten."""
+    for profile in policies().profiles.values():
+        for code in profile.codes:
+            for rule in code.vector_plan().filters:
+                if rule is not None:
+                    rule.label_guess.keys, rule.label_guess.skip, rule.label_guess.every = (), 0, None
 
 
 def test_a_rule_whose_values_changed_forgets_only_its_own_raw_scores() -> None:
@@ -62,13 +75,15 @@ def test_pods_whose_spread_counts_moved_judge_only_the_spread_rule_again() -> No
     """Identical pods with a hard spread constraint: after each bind the spread counts (read by
     PodTopologySpread only) change; the other filter rules' verdicts are kept on unchanged rows."""
     case = _web_pods("DoNotSchedule")
+    _forget_label_guesses()
     grouped, _ = both(case)  # every verdict, failure and score equals the per-node one
     assert all(grouped.placements.values())
     groups = grouped.scheduler.algorithm.groups
     assert groups is not None
     rules = len(next(iter(policies().profiles.values())).filters)
-    # every rule on every row once, then about one rule per window row per pod
-    assert 0 < groups.judged < rules * 120 + 2 * 120 * len(case.pending)
+    # every rule on every row at most once; the spread rule is then renewed per zone on every row
+    # (`filter_by_classes`), never asked of the plans row by row again
+    assert 0 < groups.judged <= rules * 120
 
 
 def test_pods_whose_spread_range_moved_keep_the_other_rules_raw_scores() -> None:
@@ -86,3 +101,36 @@ def test_pods_whose_spread_range_moved_keep_the_other_rules_raw_scores() -> None
     # four rules that call no cluster function and read no moving value are scored about once per row
     assert rules == 7
     assert groups.scored < feasible * (rules - 3) + rules * 120
+
+
+def test_renewed_verdicts_move_only_the_rows_they_change() -> None:
+    """A rule whose values changed may be decided again on every row at once (`renew`): a row keeps
+    its pass while the renewed verdict passes, and any other row's combined verdict is read again."""
+    g = NodeResults(profile=None, n=7, layout=0, rules=0, filters=3)  # type: ignore[arg-type]
+    g.use_filter_values(((1,), ("a",), ()))
+    g.verdicts[:] = RULE_PASS
+    g.status[:] = PASS
+    g.verdicts[0, 0], g.status[0] = RULE_FAIL, 0  # fails before the changed rule (failure code 0)
+    g.verdicts[1, 1:], g.status[1] = (RULE_FAIL, RULE_UNKNOWN), DEFERRED  # fails at the changed rule
+    g.verdicts[5, 2], g.status[5] = RULE_UNKNOWN, UNKNOWN
+    g.verdicts[6, 2], g.status[6] = RULE_FAIL, 1  # fails after the changed rule (failure code 1)
+    asked: list[list[int]] = []
+    renewed = np.array(
+        [[RULE_FAIL], [RULE_PASS], [RULE_PASS], [RULE_FAIL], [RULE_UNKNOWN], [RULE_FAIL], [RULE_PASS]]
+    )
+
+    def renew(rules: list[int]) -> npt.NDArray[np.int8]:
+        asked.append(rules)
+        return renewed.astype(np.int8)
+
+    g.use_filter_values(((1,), ("b",), ()), renew)
+    assert asked == [[1]]
+    assert g.verdicts[:, 1].tolist() == renewed[:, 0].tolist()
+    # 0: failed before; 1: passes now, its last rule not known; 2: passes still; 3: fails now at the
+    # changed rule (its failure found when asked); 4: unsure; 5: unknown; 6: fails at its last rule
+    assert g.status.tolist() == [0, UNKNOWN, PASS, DEFERRED, UNKNOWN, UNKNOWN, DEFERRED]
+    g.use_filter_values(((1,), ("b",), ()), renew)  # nothing changed: nothing asked
+    assert asked == [[1]]
+    g.use_filter_values(((1,), ("c",), ()), lambda rules: None)  # cannot be renewed: forgotten
+    assert (g.verdicts[:, 1] == RULE_UNKNOWN).all()
+    assert g.status.tolist() == [0] + [UNKNOWN] * 6
