@@ -133,7 +133,7 @@ class VectorisedEvaluator:
                 if verdict is None or plan is None:
                     return None
                 asked.append((i, code, pod_slots, verdict, plan))
-        out = np.full((len(columns), len(rules)), pl.RULE_PASS, dtype=np.int8)  # policies not applying pass
+        decided_columns = []
         for i, code, pod_slots, verdict, plan in asked:
             self.cluster.called = False
             decided = decide_classes(self._verdict(verdict, code, pod_slots), columns, None, plan.label_guess)
@@ -143,7 +143,10 @@ class VectorisedEvaluator:
             codes = [
                 pl.RULE_PASS if r is True else pl.RULE_UNKNOWN if r is None else pl.RULE_FAIL for r in results
             ]
-            out[:, i] = np.array(codes, dtype=np.int8)[inverse]
+            decided_columns.append((i, np.array(codes, dtype=np.int8)[inverse]))
+        out = np.full((len(columns), len(rules)), pl.RULE_PASS, dtype=np.int8)  # policies not applying pass
+        for i, column in decided_columns:
+            out[:, i] = column
         return out
 
     def bulk_scores(
