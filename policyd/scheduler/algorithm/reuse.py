@@ -146,7 +146,8 @@ class NodeResults:
         status, verdicts = self.status, self.verdicts
         # a row failing at an earlier rule than every changed one keeps its failure
         failing = np.flatnonzero((status != UNKNOWN) & (status != PASS))
-        earlier = (verdicts.take(failing, axis=0)[:, : min(changed)] == RULE_FAIL).any(axis=1)
+        before = np.ascontiguousarray(verdicts.take(failing, axis=0)[:, : min(changed)].T)
+        earlier = (before == RULE_FAIL).any(axis=0)  # rule-major: a fast reduction
         if fresh is None:
             verdicts[:, changed] = RULE_UNKNOWN
             status[status == PASS] = UNKNOWN
