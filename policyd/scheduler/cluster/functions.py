@@ -94,8 +94,14 @@ class ClusterFunctions:
         # False only when the snapshot says no pod on any node has inter-pod (anti-)affinity terms
         self._any_affinity = snapshot.has_pods_with_affinity()
         # `with_nominated` variants: the pods counted on one node, and the functions without them
+        # (None on the base functions: a reference to itself would make a cycle, which keeps every
+        # cycle's functions, tables and states alive until the garbage collector runs)
         self._added: NominatedPods | None = None
-        self._base: ClusterFunctions = self
+        self._base: ClusterFunctions | None = None
+
+    def _unnominated(self) -> ClusterFunctions:
+        """These functions without nominated pods added (`with_nominated`)."""
+        return self if self._base is None else self._base
 
     def _bound(self) -> SnapshotTables:
         if self._tables is None:
@@ -140,7 +146,7 @@ class ClusterFunctions:
         """
         variant = copy.copy(self)  # shares the snapshot, the tables and the memo
         variant._added = NominatedPods(node, tuple(pods))
-        variant._base = self._base
+        variant._base = self._unnominated()
         return variant
 
     def reads_pods(self, pod: CelObject) -> bool:
@@ -181,7 +187,7 @@ class ClusterFunctions:
                 pod,
                 ("domain-counts", topology_key, sel, added.key),
                 lambda: nominated.domain_counts_with_pods(
-                    self._base.domain_counts(pod, topology_key, labels),
+                    self._unnominated().domain_counts(pod, topology_key, labels),
                     topology_key,
                     _domain_counted(pod, sel),
                     added,
@@ -219,7 +225,7 @@ class ClusterFunctions:
                 pod,
                 ("spread", when, added.key),
                 lambda: nominated.spread_with_pods(
-                    self._base.topology_spread(pod, when),
+                    self._unnominated().topology_spread(pod, when),
                     spread_constraints(pod, when, self._workloads)[0],
                     pod,
                     added,
@@ -258,7 +264,7 @@ class ClusterFunctions:
                 pod,
                 ("affinity", added.key),
                 lambda: nominated.affinity_with_pods(
-                    self._base.inter_pod_affinity(pod),
+                    self._unnominated().inter_pod_affinity(pod),
                     self._index.pod_terms(pod),
                     pod,
                     added,
