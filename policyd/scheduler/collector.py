@@ -9,6 +9,10 @@ heap grew by a quarter): in-process TopologySpreading at 5000 nodes made 9 full 
 collections per middle one, the same run made no full collection and spent 0.3-1.0 s collecting; in
 two alternating pairs of runs it scheduled 1.5x the pods per second. Cyclic garbage is still
 collected, later. Set once per process, by the first `Scheduler`.
+
+What a scheduling cycle makes (the cluster functions, their tables and states, evaluators, failures)
+holds no reference cycle, so reference counting frees it when the cycle drops it and the collector's
+runs only walk what lives on (tests/unit/scheduler/test_collector.py).
 """
 
 from __future__ import annotations
