@@ -119,7 +119,9 @@ class Guess:
         self.every: tuple[int, tuple[Any, ...], tuple[IntpArray, IntpArray] | None] | None = None
 
 
-def _grouped(columns: Any, rows: IntpArray | None, keys: tuple[Any, ...], guess: Guess) -> Any:
+def _grouped(
+    columns: Any, rows: IntpArray | None, keys: tuple[Any, ...], guess: Guess
+) -> tuple[IntpArray, IntpArray] | None:
     """`classes` of `rows`, or of every row (None; kept in `guess` while no label changes)."""
     if rows is not None:
         return classes(columns, rows, keys)

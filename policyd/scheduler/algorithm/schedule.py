@@ -251,15 +251,14 @@ class Algorithm:
             results = fresh_results(profile, snapshot)
         else:
             results = groups.group(profile, signature, snapshot)
-        values = evaluator.prepare("filter")
-        if len(snapshot) >= BULK_MIN:
-            # a rule whose pod-only values moved (the spread counts after a bind) is decided again on
-            # every row at once when it reads the node through labels alone, per class of nodes
-            results.use_filter_values(
-                values, lambda rules: evaluator.filter_by_classes(self.columns.sync(snapshot), rules)
-            )
-        else:
-            results.use_filter_values(values)
+        # a rule whose pod-only values moved (the spread counts after a bind) is decided again on
+        # every row at once when it reads the node through labels alone, per class of nodes
+        renew = (
+            (lambda rules: evaluator.filter_by_classes(self.columns.sync(snapshot), rules))
+            if len(snapshot) >= BULK_MIN
+            else None
+        )
+        results.use_filter_values(evaluator.prepare("filter"), renew)
         evaluator.track_cluster()
         shared = groups is not None and signature is not None
         return self._find_feasible(p, results, nominated_rows, shared, explain)
