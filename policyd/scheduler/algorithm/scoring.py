@@ -81,16 +81,28 @@ def weigh(
     `keep`."""
     total = np.zeros(raw.shape[0], dtype=raw.dtype)
     columns = []
+    by_rule = np.ascontiguousarray(raw.T)  # rule-major: fast reductions and columns
     # every column's bounds at once (a rule's normalisation needs its max and min)
-    bounds = list(zip(raw.max(axis=0).tolist(), raw.min(axis=0).tolist(), strict=True)) if raw.size else None
+    bounds = (
+        list(zip(by_rule.max(axis=1).tolist(), by_rule.min(axis=1).tolist(), strict=True))
+        if raw.size
+        else None
+    )
+    offset = 0  # the weighted sum of the columns whose raw scores are all equal (normalised alike)
     for j, rule in enumerate(rules):
-        column = normalize(raw[:, j], rule.normalize, bounds[j] if bounds is not None else None)
+        if bounds is not None and bounds[j][0] == bounds[j][1] and not keep:
+            # normalisation maps each raw score alone, given the bounds: one value stands for all
+            offset += int(normalize(by_rule[j, :1], rule.normalize, bounds[j])[0]) * rule.weight
+            continue
+        column = normalize(by_rule[j], rule.normalize, bounds[j] if bounds is not None else None)
         if rule.weight == 1:
             total += column
         elif rule.weight:
             total += column * rule.weight
         if keep:
             columns.append(column)
+    if offset:
+        total += offset
     if not keep:
         return total, None
     return total, np.column_stack(columns) if columns else np.zeros((raw.shape[0], 0), dtype=raw.dtype)

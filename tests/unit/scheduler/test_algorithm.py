@@ -136,17 +136,28 @@ def test_normalize_agrees_with_the_plain_oracle(mode: str, raw: list[int]) -> No
     st.tuples(st.sampled_from(MODES), st.sampled_from(MODES)),
     st.tuples(st.integers(-5, 5), st.integers(-5, 5)),
     st.integers(0, 1000),
+    st.tuples(st.booleans(), st.booleans()),
+    st.sampled_from((np.int64, object)),
 )
 def test_weighted_totals_and_selection_agree_with_the_oracle(
-    raw: list[tuple[int, int]], modes: tuple[str, str], weights: tuple[int, int], seed: int
+    raw: list[tuple[int, int]],
+    modes: tuple[str, str],
+    weights: tuple[int, int],
+    seed: int,
+    flat: tuple[bool, bool],
+    dtype: Any,
 ) -> None:
+    """Totals with and without the normalised matrix kept (a column of equal raw scores is
+    normalised once without it), over int64 and Python-int matrices."""
+    raw = [tuple(raw[0][j] if flat[j] else r[j] for j in range(2)) for r in raw]
     rules = tuple(ScoreRule(LEAST, w, m) for m, w in zip(modes, weights, strict=True))  # type: ignore[arg-type]
     columns = [oracle.normalize([r[j] for r in raw], rules[j].normalize) for j in range(2)]
     totals = [sum(columns[j][i] * rules[j].weight for j in range(2)) for i in range(len(raw))]
-    got, normalized = weigh(np.array(raw, dtype=np.int64), rules, keep=True)
+    got, normalized = weigh(np.array(raw, dtype=dtype), rules, keep=True)
     assert got.tolist() == totals
     assert normalized is not None and normalized.T.tolist() == columns
-    assert weigh(np.array(raw, dtype=np.int64), rules)[1] is None
+    alone, none = weigh(np.array(raw, dtype=dtype), rules)
+    assert none is None and [int(t) for t in alone.tolist()] == totals
     scores = [oracle.NodeScore(str(i), t) for i, t in enumerate(totals)]
     expected = oracle.select_host(scores, random.Random(seed)).node
     assert str(select_host(got, random.Random(seed))) == expected
