@@ -377,17 +377,23 @@ class Algorithm:
                 break
         window = ordered[: end + 1]
         evaluated = end + 1
-        failed = evaluated - int(np.count_nonzero(window == PASS))
+        passing = window == PASS
+        failed = evaluated - int(np.count_nonzero(passing))
         share = failed / evaluated
         self._fail_ratio = max(share, (self._fail_ratio + share) / 2)  # up at once, down by halves
         if self.groups is not None:
             self.groups.hits += evaluated
         self._next_start = (start + evaluated) % n
-        rows = np.flatnonzero(window == PASS) + start
+        if not failed:  # every row of the window passed (the common case): no failure to report
+            rows = np.arange(start, start + evaluated, dtype=np.intp)
+            rows[rows >= n] -= n
+            known = WindowFailures(self._name_column(snapshot), rows[:0], g.failures, rows[:0])
+            return _Filtered(rows, known, start, evaluated, g, None)
+        rows = np.flatnonzero(passing) + start
         rows[rows >= n] -= n
         # the failing rows in window order, their failures read from the group's and the pod's own
         # (one column operation per step: a pod that fits nowhere has a failure on every node)
-        positions = np.flatnonzero(window != PASS)
+        positions = np.flatnonzero(~passing)
         codes = window[positions]
         failing = positions + start
         failing[failing >= n] -= n
