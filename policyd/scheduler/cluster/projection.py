@@ -7,7 +7,7 @@ type raises `ClusterDataError` with the path of the field.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -82,86 +82,158 @@ class _Mismatch(Exception):
 def project(value: Any, t: CelType, where: str) -> Any:
     """Convert a raw JSON value to the runtime representation of declared type `t`."""
     try:
-        return _convert(value, t)
+        return converter(t)(value)
     except _Mismatch as e:
         raise ClusterDataError(f"{where}{''.join(reversed(e.path))}: {e.message}") from None
 
 
-def _convert(value: Any, t: CelType) -> Any:
-    """`project` without error context (added by the caller while unwinding)."""
+Converter = Callable[[Any], Any]
+
+# declared type (by identity: the types are module constants, kept alive here) -> its converter
+_converters: dict[int, tuple[CelType, Converter]] = {}
+
+
+def converter(t: CelType) -> Converter:
+    """The function converting raw values to type `t` (`project` without error context, added by
+    the caller while unwinding), made once per type: every pod and node event converts through it,
+    so what it does per value is decided once, not per value."""
+    hit = _converters.get(id(t))
+    if hit is None or hit[0] is not t:
+        hit = _converters[id(t)] = (t, _make(t))
+    return hit[1]
+
+
+def _make(t: CelType) -> Converter:
     if isinstance(t, PrimitiveType):
-        name = t.name
-        if name == "string":
-            if isinstance(value, str):
-                return value
-            if isinstance(value, bool):
-                return "true" if value else "false"
-            if isinstance(value, int | float):
-                return str(value)
-            raise _Mismatch(f"expected a string, got {type(value).__name__}")
-        if name == "int":
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise _Mismatch(f"expected an integer, got {value!r}")
-        if name == "bool":
-            if isinstance(value, bool):
-                return value
-            raise _Mismatch(f"expected a boolean, got {value!r}")
+        if t.name == "string":
+            return _string
+        if t.name == "int":
+            return _int
+        if t.name == "bool":
+            return _bool
         if t == TIMESTAMP:
-            if isinstance(value, datetime):
-                return cel_timestamp(_datetime_ns(value))
-            if not isinstance(value, str):
-                raise _Mismatch(f"expected an RFC 3339 timestamp, got {value!r}")
-            try:
-                return _timestamp_of_text(value)
-            except (ValueError, CelEvalError) as e:
-                raise _Mismatch(str(e)) from None
-        return value
+            return _timestamp
+        return _as_is
     if isinstance(t, ObjectType):
+        return _object(t)
+    if isinstance(t, ListType):
+        return _list(t)
+    if isinstance(t, MapType):
+        return _map(t)
+    return _as_is  # dyn: as is
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _string(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    raise _Mismatch(f"expected a string, got {type(value).__name__}")
+
+
+def _int(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _Mismatch(f"expected an integer, got {value!r}")
+
+
+def _bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    raise _Mismatch(f"expected a boolean, got {value!r}")
+
+
+def _timestamp(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return cel_timestamp(_datetime_ns(value))
+    if not isinstance(value, str):
+        raise _Mismatch(f"expected an RFC 3339 timestamp, got {value!r}")
+    try:
+        return _timestamp_of_text(value)
+    except (ValueError, CelEvalError) as e:
+        raise _Mismatch(str(e)) from None
+
+
+def _object(t: ObjectType) -> Converter:
+    declared = t.fields
+    fields: dict[str, Converter] = {}  # filled on first use: a type may contain itself
+
+    def convert(value: Any) -> Any:
         if type(value) is not dict and not isinstance(value, Mapping):
             raise _Mismatch(f"expected an object, got {type(value).__name__}")
         out: dict[str, Any] = {}
         for key, v in value.items():
             if v is None:
                 continue
-            ft = t.fields.get(key)
-            if ft is not None:
-                try:
-                    out[key] = _convert(v, ft)
-                except _Mismatch as e:
-                    e.path.append(f".{key}")
-                    raise
+            fn = fields.get(key)
+            if fn is None:
+                ft = declared.get(key)
+                if ft is None:
+                    continue
+                fn = fields[key] = converter(ft)
+            try:
+                out[key] = fn(v)
+            except _Mismatch as e:
+                e.path.append(f".{key}")
+                raise
         return out
-    if isinstance(t, ListType):
+
+    return convert
+
+
+def _list(t: ListType) -> Converter:
+    elem: list[Converter | None] = [None]  # made on first use: a type may contain itself
+
+    def convert(value: Any) -> Any:
         if type(value) is not list and not isinstance(value, list | tuple):
             raise _Mismatch(f"expected a list, got {type(value).__name__}")
-        elem = t.elem
+        fn = elem[0]
+        if fn is None:
+            fn = elem[0] = converter(t.elem)
         items: list[Any] = []
         for i, v in enumerate(value):
             if v is None:
                 continue
             try:
-                items.append(_convert(v, elem))
+                items.append(fn(v))
             except _Mismatch as e:
                 e.path.append(f"[{i}]")
                 raise
         return items
-    if isinstance(t, MapType):
+
+    return convert
+
+
+def _map(t: MapType) -> Converter:
+    parts: list[tuple[Converter, Converter] | None] = [None]  # key and value converters, made on first use
+
+    def convert(value: Any) -> Any:
         if type(value) is not dict and not isinstance(value, Mapping):
             raise _Mismatch(f"expected a map, got {type(value).__name__}")
+        made = parts[0]
+        if made is None:
+            made = parts[0] = (converter(t.key), converter(t.value))
+        key_fn, value_fn = made
         entries: dict[Any, Any] = {}
         for k, v in value.items():
             if v is None:
                 continue
             try:
-                entries[_convert(k, t.key)] = _convert(v, t.value)
+                entries[key_fn(k)] = value_fn(v)
             except _Mismatch as e:
                 e.path.append(f".{k}")
                 raise
         return entries
-    return value  # dyn: as is
+
+    return convert
 
 
 def mapping(value: Any, where: str) -> Mapping[str, Any]:
