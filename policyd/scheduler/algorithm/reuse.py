@@ -17,6 +17,7 @@ gets fresh, unshared results: the algorithm is the same either way.
 from __future__ import annotations
 
 import functools
+import pickle
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,11 +50,13 @@ class _Unset:
     """Marks group values never computed (equal to nothing)."""
 
 
-def same_values(a: Any, b: Any, b_text: str | None = None) -> bool:
+def same_values(a: Any, b: Any, b_text: bytes | None = None) -> bool:
     """Equal CEL values of equal types (Python's `==` alone takes 1, 1.0 and True as equal).
 
-    `b_text` is `repr(b)` when the caller kept it. Among `==`-equal values `repr` tells those types
-    apart (a differing `repr` of equal values, such as dicts in another order, only costs a reuse).
+    `b_text` is `values_text(b)` when the caller kept it. Among `==`-equal values their pickles tell
+    the types apart: equal pickles load as equal objects of the same types. A differing pickle of
+    equal values (dicts in another order, one object shared where the other has two) only costs a
+    reuse, and so does a value that cannot be pickled (unless it is the very object).
     """
     if a is b:
         return True
@@ -62,16 +65,18 @@ def same_values(a: Any, b: Any, b_text: str | None = None) -> bool:
     try:
         if a != b:
             return False
-        return repr(a) == (repr(b) if b_text is None else b_text)
     except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
         return False
+    a_text = values_text(a)
+    return a_text is not None and a_text == (values_text(b) if b_text is None else b_text)
 
 
-def values_text(value: Any) -> str | None:
-    """`repr(value)` kept for `same_values` (None when it cannot be made)."""
+def values_text(value: Any) -> bytes | None:
+    """`value` pickled, kept for `same_values` (None when it cannot be; several times cheaper than
+    its `repr`, which told the types apart before)."""
     try:
-        return repr(value)
-    except Exception:  # noqa: BLE001 - same_values then computes it (and fails) again
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - such a value is only ever the same as itself
         return None
 
 
@@ -84,7 +89,7 @@ class NominatedVerdict:
     version: int
     pods: tuple[PodInfoLike, ...]
     values: Any
-    text: str | None
+    text: bytes | None
     verdict: FilterFailure | None
 
     @classmethod
@@ -124,7 +129,7 @@ class NodeResults:
         # (row, rule) -> the raw score is known for the rule's current pod-only values
         self.raw_ok: npt.NDArray[np.bool_] = np.zeros((n, rules), dtype=bool)
         # per filter rule, and per score rule: the pod-only values its results were computed with,
-        # and their repr; and all of them together (the common case: nothing changed, one comparison)
+        # and their pickles; and all of them together (the common case: nothing changed, one comparison)
         self._filter = _RuleValues(filters)
         self._score = _RuleValues(rules)
         # row -> verdict of a node with nominated pods
@@ -211,14 +216,14 @@ class NodeResults:
 
 
 class _RuleValues:
-    """The pod-only values each rule's cached results were computed with (their repr, which tells
+    """The pod-only values each rule's cached results were computed with (their pickles, which tell
     equal values of different types apart, made only when a value compares equal)."""
 
     def __init__(self, rules: int) -> None:
         self._values: list[Any] = [_Unset()] * rules
-        self._texts: list[str | None] = [None] * rules
+        self._texts: list[bytes | None] = [None] * rules
         self._all: Any = _Unset()
-        self._all_text: str | None = None
+        self._all_text: bytes | None = None
 
     def changed(self, values: Sequence[Any]) -> list[int]:
         """The rules whose values differ from the last ones (which `values` then replace)."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from policyd.cel.values import Duration, UInt
 from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
-from policyd.scheduler.algorithm.reuse import DEFERRED, PASS, UNKNOWN, NodeResults
+from policyd.scheduler.algorithm.reuse import DEFERRED, PASS, UNKNOWN, NodeResults, same_values, values_text
 from tests.builders import make_node, make_pod, spread_constraint
 from tests.unit.scheduler.group_path_cases import Case, policies
 from tests.unit.scheduler.test_group_path import both
@@ -134,3 +135,27 @@ def test_renewed_verdicts_move_only_the_rows_they_change() -> None:
     g.use_filter_values(((1,), ("c",), ()), lambda rules: None)  # cannot be renewed: forgotten
     assert (g.verdicts[:, 1] == RULE_UNKNOWN).all()
     assert g.status.tolist() == [0] + [UNKNOWN] * 6
+
+
+def test_same_values_tell_equal_values_of_other_types_apart() -> None:
+    """`==` takes 1, 1.0, true and 1u as equal; the pods' values read by a rule are the same only
+    when their types are too, at any depth, with or without the kept text of the earlier one."""
+
+    def values() -> tuple[object, ...]:  # a pod's values, made afresh (one object shared by two rules)
+        volumes = {"error": "", "claims": [], "zones": [1.5]}
+        return ({"cpu": 100, "ready": True},), (volumes, volumes), ("x", Duration(5))
+
+    a, b = values(), values()
+    assert same_values(a, b) and same_values(b, a, values_text(a))
+    for left, right in [(1, 1.0), (1, True), (1, UInt(1)), ([1, 2], [1.0, 2]), ({"n": 0}, {"n": False})]:
+        assert left == right
+        assert not same_values((left,), (right,))
+        assert not same_values((right,), (left,), values_text((left,)))
+    assert not same_values({"cpu": 100}, {"cpu": 200})
+
+
+def test_values_that_cannot_be_pickled_are_only_the_same_as_themselves() -> None:
+    unpicklable = [lambda: 0]
+    assert values_text(unpicklable) is None
+    assert same_values(unpicklable, unpicklable)
+    assert not same_values(unpicklable, list(unpicklable))
