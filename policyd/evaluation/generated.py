@@ -12,15 +12,14 @@ more than the pod and the node).
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from policyd import framework as pl
-from policyd.cel.values import freeze
 from policyd.evaluation.code import UNSET, CompiledPolicy, RuleLayout
 from policyd.evaluation.vectorised import Part, VectorisedEvaluator
 
-_MISSING = object()
 # equal failures are one object: the nodes a pod fails on alike share it, so that counting failures
 # (FailedScheduling messages, the rules that rejected a pod) counts a few identities, not every node
 MAX_SHARED_FAILURES = 4096
@@ -82,18 +81,20 @@ class GeneratedEvaluator:
     # -- reuse across pods
 
     def signature(self) -> Hashable | None:
-        """A hashable key equal for pods whose node evaluations read the same pod values, or None."""
+        """A hashable key equal for pods whose node evaluations read the same pod values, or None.
+
+        The key is the pickle of the applying policies and the pod fields they read: equal pickles
+        load as equal values of the same types (1, 1.0 and true differ). Pods whose maps list their
+        entries in another order get other keys, which only costs their reuse."""
         fields = self.node_pod_fields
         if fields is None:
             return None
         pod = self.pod
+        read = {f: pod[f] for f in fields if f in pod}
         try:
-            frozen = tuple(freeze(pod.get(f, _MISSING)) for f in fields)
-            key = (tuple(k for k, _, _ in self.parts), frozen)
-            hash(key)
-        except TypeError:
+            return pickle.dumps((tuple(k for k, _, _ in self.parts), read), pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - a value that cannot be pickled: no reuse for this pod
             return None
-        return key
 
     def prepare(self, phase: pl.EvaluationPhase) -> tuple[Any, ...]:
         """Compute the pod-only lets of `phase` ("filter" or "score"); returns one tuple per profile

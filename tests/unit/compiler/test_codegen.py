@@ -327,3 +327,12 @@ def test_signature_equal_for_pods_differing_only_in_fields_nodes_do_not_read() -
     c = profile.evaluator(pod("c", requests={"cpu": 200}), None)
     assert a.signature() == b.signature()  # type: ignore[attr-defined]
     assert a.signature() != c.signature()  # type: ignore[attr-defined]
+    # equal under ==, but of other types (or absent): the node evaluations could differ
+    base = dict(pod("d", requests={"cpu": 100}))
+    keys = {
+        profile.evaluator({**base, "requests": requests}, None).signature()  # type: ignore[attr-defined]
+        for requests in ({"cpu": 100}, {"cpu": 100.0}, {"cpu": True})
+    }
+    without = {k: v for k, v in base.items() if k != "requests"}
+    keys.add(profile.evaluator(without, None).signature())  # type: ignore[attr-defined]
+    assert len(keys) == 4 and None not in keys
