@@ -15,6 +15,7 @@ PodResizePending condition, reason Infeasible), the spec is left out. kube-sched
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -111,7 +112,7 @@ def _effective(
     return total
 
 
-_RESOURCE_MEMO: dict[str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
+_RESOURCE_MEMO: dict[bytes | str, tuple[dict[str, int], dict[str, int], dict[str, int]]] = {}
 _RESOURCE_MEMO_SIZE = 4096
 
 
@@ -148,20 +149,22 @@ def pod_resources(
 ) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
     """Effective requests, non-zero requests and limits of a pod (fresh dicts).
 
-    Memoised by the text of the containers' names and resources (and the resize status, which names
+    Memoised by the pickle of the containers' names and resources (and the resize status, which names
     containers): pods of one workload share them, and exact quantity arithmetic is the costly part of
     converting a pod.
     """
     resized = status_resources(status or {})
-    key = repr(
-        (
-            [(c.get("name"), c.get("resources")) for c in containers],
-            [(c.get("name"), c.get("resources"), c.get("restartPolicy")) for c in inits],
-            spec.get("overhead"),
-            spec.get("resources"),
-            resized,
-        )
+    read = (
+        [(c.get("name"), c.get("resources")) for c in containers],
+        [(c.get("name"), c.get("resources"), c.get("restartPolicy")) for c in inits],
+        spec.get("overhead"),
+        spec.get("resources"),
+        resized,
     )
+    try:  # equal pickles: equal values of the same types (cheaper than their text)
+        key: bytes | str = pickle.dumps(read, pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - not picklable (never from JSON): its text, as before
+        key = repr(read)
     hit = _RESOURCE_MEMO.get(key)
     if hit is None:
         hit = _compute_resources(spec, containers, inits, where, resized)
