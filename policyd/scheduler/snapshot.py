@@ -173,6 +173,9 @@ class Snapshot:
         return bool(self._affinity)
 
     def _index_affinity(self, state: NodeInfoLike) -> None:
+        if getattr(state, "affinity_pods", None) == 0:  # counted by the node: none to look for
+            self._affinity.pop(state.name, None)
+            return
         pods = [p for p in state.cel.get("pods", ()) if has_pod_affinity(p)]
         if pods:
             self._affinity[state.name] = pods

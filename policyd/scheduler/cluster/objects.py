@@ -16,6 +16,7 @@ from policyd.cel.types import INT
 from policyd.cel.values import Timestamp
 from policyd.errors import ClusterDataError
 from policyd.policy import k8s_types as kt
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.cluster.projection import NANOS, cel_timestamp, mapping, project
 from policyd.scheduler.cluster.resources import (
     ALWAYS_REQUESTED,
@@ -335,6 +336,8 @@ class NodeInfo:
     raw: Mapping[str, Any] = field(repr=False)
     pods: dict[str, PodInfo] = field(default_factory=dict, repr=False)
     cel: dict[str, Any] = field(default_factory=dict, repr=False)
+    # pods on the node with inter-pod (anti-)affinity terms (kube-scheduler's PodsWithAffinity, counted)
+    affinity_pods: int = field(default=0, repr=False)
 
     # -- node updates
 
@@ -349,6 +352,7 @@ class NodeInfo:
             setattr(self, f, getattr(fresh, f))
         self.raw = fresh.raw
         self.pods = {}
+        self.affinity_pods = 0
         self.cel.clear()  # in place: holders of `.cel` see the new node
         self.cel.update(fresh.cel)
         for pv in pods:
@@ -363,6 +367,8 @@ class NodeInfo:
             self.remove_pod(self.pods[pv.key])
         self.pods[pv.key] = pv
         self._account(pv, 1)
+        if has_pod_affinity(pv.cel):
+            self.affinity_pods += 1
         self.cel["pods"].append(pv.cel)
         self.cel["usedPorts"].extend(pv.cel["hostPorts"])
         self.cel["podCount"] = len(self.pods)
@@ -410,6 +416,8 @@ class NodeInfo:
         declares it (two pods bound to one node by name may). So a preemption that evicts one of them
         frees the port for the preemptor, as in kube-scheduler (the differential run s53-44)."""
         self._account(old, -1)
+        if has_pod_affinity(old.cel):
+            self.affinity_pods -= 1
         if old.host_ports:
             gone = set(old.host_ports)
             self.cel["usedPorts"] = [
@@ -454,6 +462,7 @@ class NodeInfo:
         copy.cel["pods"] = list(self.cel["pods"])
         copy.cel["usedPorts"] = list(self.cel["usedPorts"])
         copy.pods = dict(self.pods)
+        copy.affinity_pods = self.affinity_pods
         return copy
 
     def clone_without(self, pods: Iterable[PodInfo]) -> NodeInfo:

@@ -29,6 +29,7 @@ from tests.builders import (
     make_pod,
     make_sidecar,
     node_affinity,
+    pod_affinity_term,
     port,
     spread_constraint,
     taint,
@@ -467,11 +468,16 @@ def _used_ports(ns: NodeInfo) -> set[tuple[str, int, str]]:
     return {(p["hostIP"], p["hostPort"], p["protocol"]) for p in ns.cel["usedPorts"]}
 
 
+_ANTI = {
+    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [pod_affinity_term({"app": "x"})]}
+}
+
+
 def _pod_pool() -> list[PodInfo]:
     return [
         pod_info(make_pod("a", cpu="500m", memory="1Gi", node_name="n1", ports=[80])),
-        pod_info(make_pod("b", cpu="1", extended={"nvidia.com/gpu": 1}, node_name="n1")),
-        pod_info(make_pod("c", node_name="n1", ports=[443, 80])),
+        pod_info(make_pod("b", cpu="1", extended={"nvidia.com/gpu": 1}, node_name="n1", affinity=_ANTI)),
+        pod_info(make_pod("c", node_name="n1", ports=[443, 80], affinity=_ANTI)),
         pod_info(make_pod("d", cpu="250m", memory="64Mi", init=[make_container("i", "2")], node_name="n1")),
         pod_info(make_pod("e", memory="2Gi", extended={"example.com/foo": 3}, node_name="n1")),
     ]
@@ -495,6 +501,7 @@ def test_incremental_accounting_matches_a_rebuild(ops: list[tuple[bool, int]]) -
             assert ns.remove_pod(pool[i]) == present
         assert _actual_allocation(ns) == _expected_allocation(ns)
         assert _used_ports(ns) == used
+        assert ns.affinity_pods == sum(1 for p in ns.pods.values() if p.key in ("default/b", "default/c"))
 
 
 @settings(max_examples=80, deadline=None)
@@ -537,6 +544,7 @@ def test_removing_several_pods_at_once_is_removing_them_one_after_another(
     assert [c["name"] for c in at_once.cel["pods"]] == [c["name"] for c in one_by_one.cel["pods"]]
     assert _actual_allocation(at_once) == _expected_allocation(at_once) == _actual_allocation(one_by_one)
     assert _used_ports(at_once) == _used_ports(one_by_one)
+    assert at_once.affinity_pods == one_by_one.affinity_pods == len({1, 2} & set(added) - set(removed))
 
 
 def test_add_pod_twice_replaces_and_remove_reports_absence() -> None:
@@ -592,10 +600,10 @@ def test_used_ports_are_a_set_as_in_kube_scheduler() -> None:
 def test_update_node_keeps_pods_and_updates_in_place() -> None:
     ns = node_info(make_node("n1", cpu="4"))
     cel = ns.cel
-    ns.add_pod(pod_info(make_pod("p", cpu="1", node_name="n1")))
+    ns.add_pod(pod_info(make_pod("p", cpu="1", node_name="n1", affinity=_ANTI)))
     ns.update_node(make_node("n1", cpu="8", labels={"tier": "gold"}, taints=[taint("t")]))
     assert ns.cel is cel
-    assert cel["free"]["cpu"] == 7000 and cel["podCount"] == 1
+    assert cel["free"]["cpu"] == 7000 and cel["podCount"] == 1 and ns.affinity_pods == 1
     assert cel["labels"]["tier"] == "gold" and ns.taints[0]["key"] == "t"
     with pytest.raises(ClusterDataError):
         ns.update_node(make_node("other"))
