@@ -27,7 +27,7 @@ from policyd.compiler.profiles import compile_paths
 from policyd.errors import Diagnostic, PolicydError
 from policyd.evaluation.coverage import CoverageCollector
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
-from policyd.policy.documents import check_document
+from policyd.policy.documents import POLICY_KIND, check_document, kinds_of
 from policyd.policy.source import SourceFile
 from policyd.policy.yaml_schema import SchemaDocument, documents
 from policyd.scheduler.algorithm.scoring import ScoreTable
@@ -345,14 +345,26 @@ def run_suite(path: Path, coverage: CoverageCollector | None = None) -> list[Cas
 
 
 def suite_files(paths: Sequence[str]) -> list[Path]:
-    """Expand directories to the *.yaml / *.yml files inside them (sorted); raises SuiteError."""
+    """Expand directories to the *.yaml / *.yml files inside them (sorted), leaving out the policy
+    files among them (YAML policies beside their suites, as `policies/` holds them); a file named
+    itself is always a suite. Raises SuiteError."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml")))
+            found = sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml"))
+            out.extend(q for q in found if not _policy_file(q))
         elif p.is_file():
             out.append(p)
         else:
             raise SuiteError(f"{raw}: no such file or directory")
     return out
+
+
+def _policy_file(path: Path) -> bool:
+    """True for a YAML file of policies and nothing else (a suite or a broken file is not one)."""
+    try:
+        kinds = kinds_of(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return False  # reported when it is run as a suite
+    return kinds == {POLICY_KIND}

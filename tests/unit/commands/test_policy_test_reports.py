@@ -254,6 +254,18 @@ def test_a_suite_file_of_another_kind_is_unusable(tmp_path: Path, capsys: pytest
     assert "holds one PolicyTestSuite document (found kinds ['Deployment'])" in capsys.readouterr().err
 
 
+def test_a_directory_of_policies_and_suites_runs_the_suites(capsys: pytest.CaptureFixture[str]) -> None:
+    """`policyd test policies/` walks the YAML policies beside the suites (examples/) without taking
+    them for suites; a policy file named itself is still an unusable suite."""
+    root = Path(__file__).resolve().parents[3] / "policies"
+    assert main(["test", "-q", str(root)]) == 0
+    assert "unusable" not in capsys.readouterr().out
+    policy = root / "examples" / "protect-namespace.yaml"
+    assert "kind: SchedulingPolicy" in policy.read_text()
+    assert main(["test", str(policy)]) == 2
+    assert "found kinds ['SchedulingPolicy']" in capsys.readouterr().err
+
+
 def test_shipped_suites_evaluate_every_rule_of_the_shipped_policies(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
