@@ -90,6 +90,7 @@ class ClusterFunctions:
         self._index = index if index is not None else ClusterIndex()
         self._tables: SnapshotTables | None = None  # bound on first use
         self._memo_by_pod: dict[PodKey, dict[Any, Any]] = {}
+        self._last: tuple[CelObject | None, dict[Any, Any]] = (None, {})  # the last pod and its memo
         self._feasible: dict[PodKey, Sequence[CelObject]] = {}
         # False only when the snapshot says no pod on any node has inter-pod (anti-)affinity terms
         self._any_affinity = snapshot.has_pods_with_affinity()
@@ -109,7 +110,10 @@ class ClusterFunctions:
         return self._tables
 
     def _memo(self, pod: CelObject, key: tuple[Any, ...], compute: Callable[[], T]) -> T:
-        memo = self._memo_by_pod.setdefault(pod_key(pod), {})
+        last, memo = self._last
+        if pod is not last:  # a cycle asks about its own pod, over and over
+            memo = self._memo_by_pod.setdefault(pod_key(pod), {})
+            self._last = (pod, memo)
         if key not in memo:
             memo[key] = compute()
         return memo[key]  # type: ignore[no-any-return]
