@@ -92,6 +92,11 @@ class NodeInfoLike(Protocol):
         """The pods counted against the node, by key."""
         ...
 
+    @property
+    def affinity_pods(self) -> int:
+        """How many of those pods have inter-pod (anti-)affinity terms."""
+        ...
+
     def update_node(self, obj: Mapping[str, Any]) -> None:
         """Replace the node object, keeping the pods."""
         ...
@@ -173,7 +178,7 @@ class Snapshot:
         return bool(self._affinity)
 
     def _index_affinity(self, state: NodeInfoLike) -> None:
-        if getattr(state, "affinity_pods", None) == 0:  # counted by the node: none to look for
+        if not state.affinity_pods:  # counted by the node: none to look for
             self._affinity.pop(state.name, None)
             return
         pods = [p for p in state.cel.get("pods", ()) if has_pod_affinity(p)]
@@ -206,7 +211,7 @@ class Snapshot:
             derived._cels = _RowOverlay(self._cels, row, node.cel)  # type: ignore[assignment]
             derived.versions = self.versions.copy()
             derived.versions[row] = -1  # a what-if state no cache generation describes
-        if self._affinity or _has_any_pod_affinity(node):
+        if self._affinity or node.affinity_pods:
             derived._affinity = dict(self._affinity)
             derived._index_affinity(node)
         return derived
@@ -255,10 +260,6 @@ class Snapshot:
         self._names = None
         self.layout = next_generation()
         self.generation = next_generation()
-
-
-def _has_any_pod_affinity(state: NodeInfoLike) -> bool:
-    return any(has_pod_affinity(p) for p in state.cel.get("pods", ()))
 
 
 class _Overlay(dict[str, Any]):

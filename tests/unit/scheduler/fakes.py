@@ -19,6 +19,7 @@ from policyd.framework import (
     ScoreRule,
 )
 from policyd.scheduler.algorithm.nominated import NominationChanges
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 
 
 @dataclass
@@ -91,6 +92,10 @@ class FakeNode:
             "free": {"cpu": alloc - used},
             "pods": [p.cel for p in self.pods.values()],
         }
+
+    @property
+    def affinity_pods(self) -> int:
+        return sum(1 for p in self.pods.values() if has_pod_affinity(p.cel))
 
     def update_node(self, obj: Mapping[str, Any]) -> None:
         self.obj = obj

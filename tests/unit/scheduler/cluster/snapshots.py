@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.cluster.functions import ClusterFunctions
 from policyd.scheduler.snapshot import Snapshot
 
@@ -22,6 +23,10 @@ class NodeRow:
 
     name: str
     cel: Mapping[str, Any]
+
+    @property
+    def affinity_pods(self) -> int:
+        return sum(1 for p in self.cel.get("pods", ()) if has_pod_affinity(p))
 
 
 def snapshot_of(nodes: Sequence[Mapping[str, Any]]) -> Snapshot:
