@@ -12,7 +12,7 @@ plain dicts (`PodInfo.cel`, `NodeInfo.cel`); `cluster` is the runtime's `Cluster
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -85,6 +85,10 @@ class NodeTable(Protocol):
 
     def __len__(self) -> int:
         """The number of rows."""
+        ...
+
+    def rows_labelled(self, values: Iterable[str]) -> IntpArray:
+        """The rows with one of `values` under some label key, in order."""
         ...
 
 
@@ -172,6 +176,12 @@ class PodEvaluator(Protocol):
         """Raw scores of `rows` (one column per score rule, as `score`; only the `wanted` rules' columns
         are meaningful) by the vectorised plans, and per rule whether they may be reused; None when
         the plans cannot give them."""
+        ...
+
+    def rows_to_renew(self, columns: NodeTable, rule: int, old: Any, new: Any) -> IntpArray | None:
+        """The rows of `columns` on which filter `rule` (a `CompiledProfile.filters` index) may judge
+        otherwise with its pod-only values `new` (as `prepare` gives them) than with `old`, when the
+        rule and the change allow telling them (`policyd.compiler.membership`); None: any row may."""
         ...
 
     def signature(self) -> Hashable | None:

@@ -28,8 +28,9 @@ from policyd import framework as pl
 from policyd.cel import syntax as cel_ast
 from policyd.cel.codegen import expression_source
 from policyd.cel.runtime import EVAL_ERRORS, as_eval_error
+from policyd.cel.types import CelType
 from policyd.cel.walk import Bound, Scoped, is_field_of, is_free, scoped_children, walk
-from policyd.compiler import lowering
+from policyd.compiler import lowering, membership
 from policyd.compiler.probes import conditions
 from policyd.errors import SourceSpan
 from policyd.evaluation.code import UNSET, LetError
@@ -99,6 +100,10 @@ class PolicyCode:
     # (`lowering.reads_labels_by_key`): (pod, cluster, node, pod slots, node slots) -> True (passed),
     # False (failed) or None (an error, or a value not a bool); None for every other rule
     filter_verdicts: tuple[Callable[..., Any] | None, ...] = ()
+    # per filter rule, the declared types of its pod-only values (`filter_rule_pod_slots`) when a
+    # change in their leaf maps' keys can only move its verdict on nodes labelled with those keys
+    # (`membership.key_delta_safe`); None for the other rules
+    filter_key_deltas: tuple[tuple[CelType | None, ...] | None, ...] = ()
     _vector: Any = None
 
     @property
@@ -342,6 +347,37 @@ class _PolicyGenerator:
                 out.append(index)
         return out
 
+    def key_delta_types(self, rule: ir.FilterRule) -> tuple[CelType | None, ...] | None:
+        """The declared types of the pod-only values `rule` reads when a change in the keys of their
+        leaf maps can only move its verdict on nodes labelled with a moved key (None otherwise, and
+        when instrumented)."""
+        exprs = self.rule_exprs(rule)
+        results = [self.checked.of(e) for e in exprs]
+        if self.coverage is not None or not all(r.ok for r in results):
+            return None
+        pod_lets = self.pod_lets_of(exprs)
+        if not pod_lets:  # no pod-only value: nothing can move
+            return None
+        closure: list[str] = []
+        for r in results:
+            closure.extend(n for n in r.lets if n not in closure)
+        node_lets = [n for n in closure if not self.checked.lets[n].pod_only]
+        types: dict[int, Any] = {}
+        for name in node_lets:
+            let = self.checked.lets[name].checked
+            types.update(lowering.checked_types(let.ast, let.result.types))
+        for e, r in zip(exprs, results, strict=True):
+            types.update(lowering.checked_types(e.ast, r.result.types))
+        let_types = self.checked.let_types
+        safe = membership.key_delta_safe(
+            [e.ast for e in exprs],
+            [self.checked.lets[n].checked.ast for n in node_lets],
+            {n: let_types.get(n) for n in pod_lets},
+            node_lets,
+            types,
+        )
+        return tuple(let_types.get(n) for n in pod_lets) if safe else None
+
     def verdict_function(self, w: _Writer, index: int) -> None:
         """Emit `verdict_<index>`: filter rule `index`'s verdict alone (True, False, or None for an
         error or a value not a bool, which the per-node `filter` reports)."""
@@ -510,6 +546,7 @@ class _PolicyGenerator:
             pod_let_slots={name: i for name, (table, i) in self.slot.items() if table == "P"},
             instrumented=self.coverage is not None,
             filter_verdicts=tuple(namespace.get(f"verdict_{i}") for i in range(len(p.filters))),
+            filter_key_deltas=tuple(self.key_delta_types(r) for r in p.filters),
         )
 
 

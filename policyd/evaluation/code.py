@@ -175,6 +175,13 @@ class CompiledPolicy(Protocol):
         ...
 
     @property
+    def filter_key_deltas(self) -> tuple[tuple[Any, ...] | None, ...]:
+        """Per filter rule, the declared types of the pod-only values it reads (as in
+        `filter_rule_pod_slots`) when it tests node labels against their leaf maps and uses them in
+        no other way (`policyd.compiler.membership`); None for the other rules."""
+        ...
+
+    @property
     def pod_let_slots(self) -> Mapping[str, int]:
         """Pod-only let name -> its pod slot."""
         ...

@@ -109,6 +109,20 @@ class NodeColumns:
     def __len__(self) -> int:
         return self.size
 
+    def rows_labelled(self, values: Iterable[str]) -> npt.NDArray[np.intp]:
+        """The rows with one of `values` under some label key, in order."""
+        wanted = list(values)
+        hits = []
+        for cat in self.labels.values():
+            codes = [code for code in map(cat.lookup, wanted) if code >= 0]
+            if len(codes) == 1:  # a bind's hostname: one comparison, no sort
+                hits.append(np.flatnonzero(cat.codes[: self.size] == codes[0]))
+            elif codes:
+                hits.append(np.flatnonzero(np.isin(cat.codes[: self.size], codes)))
+        if not hits:
+            return np.zeros(0, dtype=np.intp)
+        return hits[0].astype(np.intp) if len(hits) == 1 else np.unique(np.concatenate(hits)).astype(np.intp)
+
     def _grow(self, need: int) -> None:
         if need <= self.capacity:
             return

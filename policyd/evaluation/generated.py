@@ -18,6 +18,7 @@ from typing import Any
 
 from policyd import framework as pl
 from policyd.evaluation.code import UNSET, CompiledPolicy, RuleLayout
+from policyd.evaluation.map_keys import Memo, moved_keys
 from policyd.evaluation.vectorised import Part, VectorisedEvaluator
 
 # equal failures are one object: the nodes a pod fails on alike share it, so that counting failures
@@ -77,6 +78,8 @@ class GeneratedEvaluator:
         self.layout = layout
         self.node_pod_fields = node_pod_fields
         self.vectorised = VectorisedEvaluator(pod, self.calls, self.parts, layout)
+        self._moved: Memo = {}  # pod-only values compared by `rows_to_renew`
+        self._labelled: dict[frozenset[str], pl.IntpArray] = {}  # and the rows their moved keys label
 
     # -- reuse across pods
 
@@ -149,6 +152,24 @@ class GeneratedEvaluator:
     ) -> tuple[pl.FloatArray, pl.BoolArray] | None:
         """Raw scores of `rows` for the `wanted` rules by the vectorised plans, and per rule whether reusable."""
         return self.vectorised.bulk_scores(columns, rows, wanted)
+
+    def rows_to_renew(self, columns: pl.NodeTable, rule: int, old: Any, new: Any) -> pl.IntpArray | None:
+        """The rows where filter `rule` may judge otherwise with pod-only values `new` than with `old`:
+        those labelled with a key that moved in a leaf map the rule tests labels against, when that
+        is all that differs (`policyd.compiler.membership`, `policyd.evaluation.map_keys`)."""
+        offsets = self.layout.filter_offsets
+        for k, code, _ in self.parts:
+            j = rule - offsets[k]
+            if 0 <= j < len(code.filters):
+                types = code.filter_key_deltas[j] if code.filter_key_deltas else None
+                keys = None if types is None else moved_keys(old, new, types, self._moved)
+                if keys is None:
+                    return None
+                rows = self._labelled.get(keys)
+                if rows is None:  # rules reading the same let move the same keys
+                    rows = self._labelled[keys] = columns.rows_labelled(keys)
+                return rows
+        return None
 
     # -- one node at a time: the generated functions
 

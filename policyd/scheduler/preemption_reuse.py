@@ -35,10 +35,10 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.cel.values import freeze
+from policyd.evaluation.sameness import same_values
 from policyd.framework import CompiledProfile, FilterFailure, PodEvaluator
 from policyd.scheduler.algorithm.feasibility import NominatedEvaluator, filter_with_others
 from policyd.scheduler.algorithm.nominated import NominatedRows
-from policyd.scheduler.algorithm.reuse import same_values
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.lru import BoundedLRU
 from policyd.scheduler.pdb import DisruptionBudget

@@ -26,8 +26,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from policyd.evaluation.sameness import same_values, values_text
 from policyd.framework import FilterFailure
-from policyd.scheduler.algorithm.reuse import NodeResults, same_values, values_text
+from policyd.scheduler.algorithm.reuse import NodeResults
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 from policyd.scheduler.lru import BoundedLRU
 from policyd.scheduler.snapshot import PodInfoLike, Snapshot, next_generation

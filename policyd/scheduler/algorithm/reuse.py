@@ -17,7 +17,6 @@ gets fresh, unshared results: the algorithm is the same either way.
 from __future__ import annotations
 
 import functools
-import pickle
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from policyd.evaluation.sameness import Unset, same_values, values_text
 from policyd.framework import (
     RULE_FAIL,
     RULE_PASS,
@@ -32,6 +32,7 @@ from policyd.framework import (
     CompiledProfile,
     FilterFailure,
     Int8Array,
+    IntpArray,
     RuleRef,
 )
 from policyd.scheduler.lru import BoundedLRU
@@ -44,40 +45,6 @@ PASS = -1
 DEFERRED = -3
 OWN = -4
 MAX_GROUPS = 64
-
-
-class _Unset:
-    """Marks group values never computed (equal to nothing)."""
-
-
-def same_values(a: Any, b: Any, b_text: bytes | None = None) -> bool:
-    """Equal CEL values of equal types (Python's `==` alone takes 1, 1.0 and True as equal).
-
-    `b_text` is `values_text(b)` when the caller kept it. Among `==`-equal values their pickles tell
-    the types apart: equal pickles load as equal objects of the same types. A differing pickle of
-    equal values (dicts in another order, one object shared where the other has two) only costs a
-    reuse, and so does a value that cannot be pickled (unless it is the very object).
-    """
-    if a is b:
-        return True
-    if isinstance(a, _Unset) or isinstance(b, _Unset):
-        return False
-    try:
-        if a != b:
-            return False
-    except Exception:  # noqa: BLE001 - values that cannot be compared are not the same
-        return False
-    a_text = values_text(a)
-    return a_text is not None and a_text == (values_text(b) if b_text is None else b_text)
-
-
-def values_text(value: Any) -> bytes | None:
-    """`value` pickled, kept for `same_values` (None when it cannot be; several times cheaper than
-    its `repr`, which told the types apart before)."""
-    try:
-        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - such a value is only ever the same as itself
-        return None
 
 
 @dataclass(frozen=True)
@@ -136,17 +103,31 @@ class NodeResults:
         self.nominated: dict[int, NominatedVerdict] = {}
 
     def use_filter_values(
-        self, values: Sequence[Any], renew: Callable[[list[int]], Int8Array | None] | None = None
+        self,
+        values: Sequence[Any],
+        renew: Callable[[list[int]], Int8Array | None] | None = None,
+        narrow: Callable[[int, Any, Any], IntpArray | None] | None = None,
     ) -> None:
         """Take each filter rule's pod-only values (`values[rule]`): the verdicts of a rule whose values
-        are not the group's are forgotten, with the combined verdicts that may depend on them, unless
-        `renew(rules)` gives those rules' verdicts on every row afresh (one column per rule): then
-        a row keeps its pass while every renewed verdict passes, and any other row's combined
-        verdict is read again from its rule verdicts."""
-        changed = self._filter.changed(values)
-        if not changed:
+        are not the group's are forgotten, with the combined verdicts that may depend on them.
+
+        `narrow(rule, old, new)` may name the only rows where the rule can judge otherwise with its
+        new values: only those are forgotten. Otherwise `renew(rules)` may give those rules' verdicts
+        on every row afresh (one column per rule): then a row keeps its pass while every renewed
+        verdict passes, and any other row's combined verdict is read again from its rule verdicts."""
+        moved = self._filter.changed(values)
+        if not moved:
             return
         self.nominated = {}
+        changed = []
+        for rule, old in moved:
+            only = narrow(rule, old, values[rule]) if narrow is not None else None
+            if only is None:
+                changed.append(rule)
+            elif only.size:
+                self._forget_rule(rule, only)
+        if not changed:
+            return
         fresh = renew(changed) if renew is not None else None
         status, verdicts = self.status, self.verdicts
         # a row failing at an earlier rule than every changed one keeps its failure
@@ -160,19 +141,28 @@ class NodeResults:
             return
         verdicts[:, changed] = fresh
         not_passing = np.flatnonzero((fresh != RULE_PASS).any(axis=1))
-        moved = np.concatenate((not_passing[status[not_passing] == PASS], failing[~earlier]))
-        if moved.size:
-            rows = verdicts.take(moved, axis=0)
+        moved_rows = np.concatenate((not_passing[status[not_passing] == PASS], failing[~earlier]))
+        if moved_rows.size:
+            rows = verdicts.take(moved_rows, axis=0)
             first = (rows != RULE_PASS).argmax(axis=1)
-            at_first = rows[np.arange(len(moved)), first]
+            at_first = rows[np.arange(len(moved_rows)), first]
             # the first rule not passed fails (its failure is found when asked), or is not known
-            status[moved] = np.where(
+            status[moved_rows] = np.where(
                 at_first == RULE_PASS, PASS, np.where(at_first == RULE_FAIL, DEFERRED, UNKNOWN)
             )
 
+    def _forget_rule(self, rule: int, rows: IntpArray) -> None:
+        """Forget filter `rule`'s verdict on `rows`, and their combined verdicts unless they fail at
+        an earlier rule."""
+        self.verdicts[rows, rule] = RULE_UNKNOWN
+        status = self.status[rows]
+        earlier = (self.verdicts[rows, :rule] == RULE_FAIL).any(axis=1)
+        keep = (status == UNKNOWN) | ((status != PASS) & earlier)
+        self.status[rows[~keep]] = UNKNOWN
+
     def use_score_values(self, values: Sequence[Any]) -> None:
         """Forget the raw scores of each rule whose pod-only values (`values[rule]`) are not the group's."""
-        changed = self._score.changed(values)
+        changed = [rule for rule, _ in self._score.changed(values)]
         if changed:
             self.raw_ok[:, changed] = False
 
@@ -220,20 +210,21 @@ class _RuleValues:
     equal values of different types apart, made only when a value compares equal)."""
 
     def __init__(self, rules: int) -> None:
-        self._values: list[Any] = [_Unset()] * rules
+        self._values: list[Any] = [Unset()] * rules
         self._texts: list[bytes | None] = [None] * rules
-        self._all: Any = _Unset()
+        self._all: Any = Unset()
         self._all_text: bytes | None = None
 
-    def changed(self, values: Sequence[Any]) -> list[int]:
-        """The rules whose values differ from the last ones (which `values` then replace)."""
+    def changed(self, values: Sequence[Any]) -> list[tuple[int, Any]]:
+        """The rules whose values differ from the last ones (which `values` then replace), each with
+        its last values."""
         if self._same(values, self._all):
             if self._all_text is None:
                 self._all_text = values_text(self._all)
             if same_values(values, self._all, self._all_text):
                 return []
         self._all, self._all_text = values, None
-        out = []
+        out: list[tuple[int, Any]] = []
         for j, value in enumerate(values):
             old = self._values[j]
             if self._same(value, old):
@@ -241,7 +232,7 @@ class _RuleValues:
                     self._texts[j] = values_text(old)
                 if same_values(value, old, self._texts[j]):
                     continue
-            out.append(j)
+            out.append((j, old))
             self._values[j], self._texts[j] = value, None
         return out
 
@@ -250,7 +241,7 @@ class _RuleValues:
         """`a == b` (values that cannot be compared are not the same)."""
         if a is b:
             return True
-        if isinstance(a, _Unset) or isinstance(b, _Unset):
+        if isinstance(a, Unset) or isinstance(b, Unset):
             return False
         try:
             return bool(a == b)

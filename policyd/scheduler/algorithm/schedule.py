@@ -12,6 +12,7 @@ front of both keeps what equivalent pods learnt about unchanged nodes.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Mapping
@@ -251,14 +252,21 @@ class Algorithm:
             results = fresh_results(profile, snapshot)
         else:
             results = groups.group(profile, signature, snapshot)
-        # a rule whose pod-only values moved (the spread counts after a bind) is decided again on
-        # every row at once when it reads the node through labels alone, per class of nodes
+        # a rule whose pod-only values moved (the spread counts after a bind) is decided again only
+        # on the nodes labelled with the keys that moved, when it only tests labels against them (the
+        # anti-affinity counts: the bound node's hostname); else on every row at once when it reads
+        # the node through labels alone, per class of nodes
+        columns = functools.cache(lambda: self.columns.sync(snapshot))
         renew = (
-            (lambda rules: evaluator.filter_by_classes(self.columns.sync(snapshot), rules))
+            (lambda rules: evaluator.filter_by_classes(columns(), rules))
             if len(snapshot) >= BULK_MIN
             else None
         )
-        results.use_filter_values(evaluator.prepare("filter"), renew)
+        results.use_filter_values(
+            evaluator.prepare("filter"),
+            renew,
+            lambda rule, old, new: evaluator.rows_to_renew(columns(), rule, old, new),
+        )
         evaluator.track_cluster()
         shared = groups is not None and signature is not None
         return self._find_feasible(p, results, nominated_rows, shared, explain)

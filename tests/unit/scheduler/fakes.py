@@ -172,6 +172,9 @@ class FakeEvaluator:
     def filter_by_classes(self, columns: Any, rules: Any) -> None:
         return None
 
+    def rows_to_renew(self, columns: Any, rule: Any, old: Any, new: Any) -> None:
+        return None
+
     def bulk_scores(self, columns: Any, rows: Any, wanted: Any) -> None:
         return None
 

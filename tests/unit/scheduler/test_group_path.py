@@ -10,10 +10,13 @@ cluster changes. Cases: tests/unit/scheduler/group_path_cases.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import HealthCheck, given, settings
 
+from policyd.evaluation.generated import GeneratedEvaluator
 from policyd.scheduler.algorithm import schedule as framework
-from tests.builders import make_node, make_pod, spread_constraint
+from tests.builders import make_node, make_pod, pod_affinity, pod_affinity_term, spread_constraint
 from tests.unit.scheduler.group_path_cases import (
     EXTRA_POLICY,
     HUGE_SCORE_POLICY,
@@ -245,3 +248,60 @@ def test_raw_scores_beyond_int64_give_the_per_node_placement() -> None:
     assert all(grouped.placements.values())
     mixed = Case(nodes=nodes, pending=pods[:10], extra=(huge, EXTRA_POLICY), seed=3)
     both(mixed)
+
+
+def test_hostname_anti_affinity_judges_again_only_the_node_a_pod_went_to(monkeypatch: Any) -> None:
+    # every db pod keeps the others off its node: after each bind the anti-affinity states gain the
+    # bound node's hostname, and only the nodes labelled with it are judged again
+    anti = pod_affinity(anti_required=[pod_affinity_term({"app": "db"})])
+    nodes = [make_node(f"n{i}", cpu="8", pods=20, labels={ZONE: "abc"[i % 3]}) for i in range(150)]
+    assigned = [
+        make_pod(f"old-{i}", labels={"app": "db"}, affinity=anti, node_name=f"n{i}") for i in range(9)
+    ]
+    pending = [make_pod(f"db-{i}", cpu="100m", labels={"app": "db"}, affinity=anti) for i in range(40)]
+    case = Case(nodes=nodes, assigned=assigned, pending=pending, extra=())
+    narrowed: list[int] = []
+    renew = GeneratedEvaluator.rows_to_renew
+
+    def spy(self: GeneratedEvaluator, columns: Any, rule: int, old: Any, new: Any) -> Any:
+        rows = renew(self, columns, rule, old, new)
+        if rows is not None:
+            narrowed.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(GeneratedEvaluator, "rows_to_renew", spy)
+    grouped, _ = both(case)
+    placed = [grouped.placements[f"default/db-{i}"] for i in range(40)]
+    assert None not in placed and len(set(placed)) == 40
+    assert not set(placed) & {f"n{i}" for i in range(9)}
+    # the three inter-pod affinity filters, once per bind after the first pod: one node each
+    assert len(narrowed) >= 3 * 39 and set(narrowed) == {1}
+    groups = grouped.scheduler.algorithm.groups
+    assert groups is not None
+    judged = groups.judged
+    monkeypatch.setattr(GeneratedEvaluator, "rows_to_renew", lambda *args: None)
+    unnarrowed = run(case, reuse=True)
+    assert unnarrowed.comparable() == grouped.comparable()
+    assert unnarrowed.scheduler.algorithm.groups is not None
+    assert judged * 10 < unnarrowed.scheduler.algorithm.groups.judged
+
+
+def test_zone_anti_affinity_judges_again_the_nodes_of_the_zone_a_pod_went_to(monkeypatch: Any) -> None:
+    # the moved key is a zone: every node of that zone fails the next pods, none of them changed
+    anti = pod_affinity(anti_required=[pod_affinity_term({"app": "db"}, ZONE)])
+    nodes = [make_node(f"n{i}", cpu="8", labels={ZONE: "abcd"[i % 4]}) for i in range(80)]
+    pending = [make_pod(f"db-{i}", cpu="100m", labels={"app": "db"}, affinity=anti) for i in range(6)]
+    narrowed: list[int] = []
+    renew = GeneratedEvaluator.rows_to_renew
+
+    def spy(self: GeneratedEvaluator, columns: Any, rule: int, old: Any, new: Any) -> Any:
+        rows = renew(self, columns, rule, old, new)
+        if rows is not None:
+            narrowed.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(GeneratedEvaluator, "rows_to_renew", spy)
+    grouped, _ = both(Case(nodes=nodes, pending=pending, extra=()))
+    zones = [grouped.placements[f"default/db-{i}"] for i in range(6)]
+    assert sorted(int(z[1:]) % 4 for z in zones if z) == [0, 1, 2, 3] and zones.count(None) == 2
+    assert 20 in narrowed  # a zone's nodes

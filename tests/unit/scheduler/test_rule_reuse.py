@@ -7,8 +7,9 @@ import numpy as np
 import numpy.typing as npt
 
 from policyd.cel.values import Duration, UInt
+from policyd.evaluation.sameness import same_values, values_text
 from policyd.framework import RULE_FAIL, RULE_PASS, RULE_UNKNOWN
-from policyd.scheduler.algorithm.reuse import DEFERRED, PASS, UNKNOWN, NodeResults, same_values, values_text
+from policyd.scheduler.algorithm.reuse import DEFERRED, PASS, UNKNOWN, NodeResults
 from tests.builders import make_node, make_pod, spread_constraint
 from tests.unit.scheduler.group_path_cases import Case, policies
 from tests.unit.scheduler.test_group_path import both
