@@ -83,6 +83,9 @@ class PolicyCode:
     # node evaluations after it call the cluster functions only from node-dependent code
     prepare_filter: Callable[..., Any] | None = None
     prepare_score: Callable[..., Any] | None = None
+    # (pod slots) -> per filter (score) rule, the tuple of the pod-only values it reads
+    filter_rule_values: Callable[..., tuple[tuple[Any, ...], ...]] | None = None
+    score_rule_values: Callable[..., tuple[tuple[Any, ...], ...]] | None = None
     filter_pod_slots: tuple[int, ...] = ()
     score_pod_slots: tuple[int, ...] = ()
     # per filter rule (in order), the pod slots of the pod-only lets its verdict, reason and
@@ -485,6 +488,16 @@ class _PolicyGenerator:
             self.ensure_lets(w, self.pod_lets_of(exprs), set())
             w.line("return None")
             w.indent -= 1
+        # per rule, the pod-only values it reads (a tuple each, in slot order): `GeneratedEvaluator.prepare`
+        for fn, per_rule in (
+            ("filter_rule_values", [self.rule_exprs(r) for r in p.filters]),
+            ("score_rule_values", [[r.expr] for r in p.scores]),
+        ):
+            tuples = [
+                "(" + "".join(f"P[{self.slot[n][1]}], " for n in self.pod_lets_of(e)) + ")" for e in per_rule
+            ]
+            w.line(f"def {fn}(P):")
+            w.line(f"    return ({''.join(t + ', ' for t in tuples)})")
         w.line("def score(v_pod, v_cluster, v_node, P, N):")
         w.indent += 1
         w.line("_out = []")
@@ -534,6 +547,8 @@ class _PolicyGenerator:
             source=source,
             prepare_filter=namespace["prepare_filter"],
             prepare_score=namespace["prepare_score"],
+            filter_rule_values=namespace["filter_rule_values"],
+            score_rule_values=namespace["score_rule_values"],
             filter_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of(self.filter_exprs())),
             score_pod_slots=tuple(self.slot[n][1] for n in self.pod_lets_of([r.expr for r in p.scores])),
             filter_rule_pod_slots=tuple(

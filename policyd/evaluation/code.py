@@ -148,6 +148,17 @@ class CompiledPolicy(Protocol):
         ...
 
     @property
+    def filter_rule_values(self) -> Callable[..., tuple[tuple[Any, ...], ...]] | None:
+        """(pod slots) -> per filter rule, the tuple of the pod-only values it reads
+        (`filter_rule_pod_slots`' slots)."""
+        ...
+
+    @property
+    def score_rule_values(self) -> Callable[..., tuple[tuple[Any, ...], ...]] | None:
+        """(pod slots) -> per score rule, the tuple of the pod-only values it reads."""
+        ...
+
+    @property
     def filter_pod_slots(self) -> tuple[int, ...]:
         """The pod slots `prepare_filter` fills."""
         ...

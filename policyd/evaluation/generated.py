@@ -104,17 +104,22 @@ class GeneratedEvaluator:
         filter (or score) rule: the pod-only values that rule reads (() for policies not applying)."""
         layout = self.layout
         filters = phase == "filter"
-        per_rule: list[tuple[Any, ...]] = [()] * (layout.n_filters if filters else layout.n_scores)
+        size = layout.n_filters if filters else layout.n_scores
+        per_rule: list[tuple[Any, ...]] | None = None
         cluster = self.calls.cluster
         for k, code, pod_slots in self.parts:
             prepare = code.prepare_filter if filters else code.prepare_score
-            assert prepare is not None
+            values_of = code.filter_rule_values if filters else code.score_rule_values
+            assert prepare is not None and values_of is not None
             prepare(self.pod, cluster, pod_slots)
+            values = values_of(pod_slots)
+            if len(values) == size:  # the profile's only policy: its rules are all of them
+                return values
+            if per_rule is None:
+                per_rule = [()] * size
             start = (layout.filter_offsets if filters else layout.score_offsets)[k]
-            rule_slots = code.filter_rule_pod_slots if filters else code.score_rule_pod_slots
-            for j, slots in enumerate(rule_slots):
-                per_rule[start + j] = tuple(pod_slots[i] for i in slots)
-        return tuple(per_rule)
+            per_rule[start : start + len(values)] = values
+        return tuple(per_rule) if per_rule is not None else ((),) * size
 
     def applied(self) -> tuple[int, ...]:
         """Indexes into the profile's policies of those whose `match` holds for the pod."""

@@ -303,12 +303,13 @@ class ClusterFunctions:
 
     def pod_volumes(self, pod: CelObject) -> dict[str, Any]:
         """The pod's volume state (`PodVolumes`: PreFilter of the volume plugins)."""
+        return self._memo(pod, ("volumes",), lambda: self._pod_volumes_state(pod))
+
+    def _pod_volumes_state(self, pod: CelObject) -> dict[str, Any]:
+        if not pod_volumes(pod):  # most pods: no claims to resolve
+            return volumes.NO_VOLUMES
         placed = (p for node in self._snapshot.cels() for p in node.get("pods") or ())
-        return self._memo(
-            pod,
-            ("volumes",),
-            lambda: volumes.pod_volumes_state(pod, self._claims(pod), self._volumes, placed),
-        )
+        return volumes.pod_volumes_state(pod, self._claims(pod), self._volumes, placed)
 
     def _claims(self, pod: CelObject) -> volume_binding.PodClaims:
         """The pod's claims resolved once per pod (VolumeBinding PreFilter)."""
