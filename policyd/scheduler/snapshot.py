@@ -18,6 +18,7 @@ import numpy.typing as npt
 from policyd.scheduler.cluster.affinity_terms import has_pod_affinity
 
 _generations = itertools.count(1)
+MAX_CHANGES = 64  # updates a snapshot remembers the changed rows of (`rows_changed_since`)
 
 
 def next_generation() -> int:
@@ -140,6 +141,8 @@ class Snapshot:
         # havePodsWithAffinityNodeInfoList), kept for changed nodes only
         self._affinity: dict[str, list[Mapping[str, Any]]] = {}
         self.versions: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        # the last updates in this layout, oldest first: (the generation before, the rows it changed)
+        self._changes: list[tuple[int, list[int]]] = []
         # the cache generation this snapshot was last brought up to (Cache.update_snapshot)
         self._synced_to: tuple[int, int] | None = None
 
@@ -173,6 +176,18 @@ class Snapshot:
     def __contains__(self, name: object) -> bool:
         return name in self._nodes
 
+    def rows_changed_since(self, generation: int) -> npt.NDArray[np.intp] | None:
+        """The rows (in order) replaced since this snapshot had `generation` in its current layout;
+        None when that is not known (another layout or snapshot, or too long ago): compare `versions`."""
+        if generation == self.generation:
+            return np.zeros(0, dtype=np.intp)
+        changes = self._changes
+        for i in range(len(changes) - 1, -1, -1):
+            if changes[i][0] == generation:
+                rows = {row for _, changed in changes[i:] for row in changed}
+                return np.array(sorted(rows), dtype=np.intp)
+        return None
+
     def has_pods_with_affinity(self) -> bool:
         """True when some pod on some node has inter-pod (anti-)affinity terms."""
         return bool(self._affinity)
@@ -197,6 +212,7 @@ class Snapshot:
         derived = Snapshot.__new__(Snapshot)
         derived.__dict__.update(self.__dict__)
         derived.generation = next_generation()
+        derived._changes = []  # its rows are this snapshot's but one: no update of its own
         if row is None:  # not a node of this snapshot: appended
             derived.layout = next_generation()
             derived._nodes = {**self._nodes, node.name: node}
@@ -233,14 +249,19 @@ class Snapshot:
         if order is None:
             if not changed:
                 return
+            rows = []
             for name, (gen, state) in changed.items():
                 row = self._row[name]
+                rows.append(row)
                 self._nodes[name] = state
                 self._node_generation[name] = gen
                 self._list[row] = state
                 self._cels[row] = state.cel
                 self.versions[row] = gen
                 self._index_affinity(state)
+            self._changes.append((self.generation, rows))
+            if len(self._changes) > MAX_CHANGES:
+                del self._changes[0]
             self.generation = next_generation()
             return
         for name, (gen, state) in changed.items():
@@ -258,6 +279,7 @@ class Snapshot:
         self._row = {name: i for i, name in enumerate(order)}
         self.versions = np.array([self._node_generation[name] for name in order], dtype=np.int64)
         self._names = None
+        self._changes = []
         self.layout = next_generation()
         self.generation = next_generation()
 

@@ -18,6 +18,7 @@ class ColumnSync:
         self.columns: NodeColumns | None = None
         self._layout = -1
         self._versions: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._generation = -1  # the snapshot generation the columns were last brought up to
         self.rewritten = 0
 
     def sync(self, snapshot: Snapshot) -> NodeColumns:
@@ -27,9 +28,12 @@ class ColumnSync:
             self.columns = NodeColumns.from_nodes(cels)
             self._layout = snapshot.layout
             self._versions = snapshot.versions.copy()
+            self._generation = snapshot.generation
             self.rewritten += len(cels)
             return self.columns
-        changed = np.flatnonzero(self._versions != snapshot.versions)
+        since = snapshot.rows_changed_since(self._generation)
+        changed = np.flatnonzero(self._versions != snapshot.versions) if since is None else since
+        self._generation = snapshot.generation
         for row in changed.tolist():
             self.columns.set_node(row, cels[row])
         self._versions[changed] = snapshot.versions[changed]

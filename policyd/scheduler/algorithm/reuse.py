@@ -88,6 +88,7 @@ class NodeResults:
         self.profile = profile
         self.layout = layout
         self.versions: npt.NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
+        self.generation = -1  # the snapshot generation `versions` were last brought up to
         self.status: npt.NDArray[np.int32] = np.full(n, UNKNOWN, dtype=np.int32)
         self.failures: list[FilterFailure] = []
         self._codes: dict[int, int] = {}  # id of a failure in `failures` -> its code
@@ -267,10 +268,13 @@ class GroupCache:
             lambda g: g.profile is profile and g.layout == snapshot.layout and len(g.status) == n,
             lambda: fresh_results(profile, snapshot),
         )
-        changed = np.flatnonzero(g.versions != snapshot.versions)
+        since = snapshot.rows_changed_since(g.generation)  # a bind's row, not a walk over every row
+        changed = np.flatnonzero(g.versions != snapshot.versions) if since is None else since
         if changed.size:
+            changed = changed[g.versions[changed] != snapshot.versions[changed]]
             g.forget_rows(changed)
             g.versions[changed] = snapshot.versions[changed]
+        g.generation = snapshot.generation
         if len(g.failures) > 4 * n + 64:  # failing rows re-evaluated over and over
             g.forget_filters()
         return g

@@ -105,3 +105,37 @@ def test_snapshot_copies_only_changed_nodes_and_is_stable() -> None:
     assert snap.node("n1") is before["n1"] and snap.node("n3") is before["n3"]
     assert snap.node("n2") is not before["n2"]
     assert snap.node("n2").cel["free"]["cpu"] == 900  # type: ignore[union-attr]
+
+
+def test_a_snapshot_names_the_rows_changed_since_one_of_its_generations() -> None:
+    cache, _ = make_cache()
+    for n in ("n0", "n1", "n2", "n3"):
+        cache.add_node(node_obj(n, cpu=1000))
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    start = snap.generation
+    assert snap.rows_changed_since(start).tolist() == []
+    cache.assume(FakePod("a", cpu=100).on("n2"), "n2")
+    cache.update_snapshot(snap)
+    middle = snap.generation
+    cache.assume(FakePod("b", cpu=100).on("n0"), "n0")
+    cache.assume(FakePod("c", cpu=100).on("n2"), "n2")
+    cache.update_snapshot(snap)
+    assert snap.rows_changed_since(start).tolist() == [0, 2]
+    assert snap.rows_changed_since(middle).tolist() == [0, 2]
+    cache.assume(FakePod("d", cpu=100).on("n3"), "n3")
+    cache.update_snapshot(snap)
+    assert snap.rows_changed_since(middle).tolist() == [0, 2, 3]
+    assert snap.rows_changed_since(-1) is None  # never one of its generations
+    derived = snap.replace(snap.nodes()[1].clone_without(()))
+    assert derived.rows_changed_since(middle) is None  # a what-if: compare the versions
+    last = snap.generation
+    for i in range(70):  # more updates than remembered
+        cache.assume(FakePod(f"x{i}", cpu=1).on("n1"), "n1")
+        cache.update_snapshot(snap)
+    assert snap.rows_changed_since(last) is None
+    assert snap.rows_changed_since(snap.generation).tolist() == []
+    recent = snap.generation
+    cache.add_node(node_obj("n4", cpu=1000))  # a new layout: nothing before it is known
+    cache.update_snapshot(snap)
+    assert snap.rows_changed_since(recent) is None
