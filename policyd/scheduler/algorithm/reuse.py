@@ -131,22 +131,29 @@ class NodeResults:
             return
         fresh = renew(changed) if renew is not None else None
         status, verdicts = self.status, self.verdicts
-        # a row failing at an earlier rule than every changed one keeps its failure
-        failing = np.flatnonzero((status != UNKNOWN) & (status != PASS))
-        before = np.ascontiguousarray(verdicts.take(failing, axis=0)[:, : min(changed)].T)
-        earlier = (before == RULE_FAIL).any(axis=0)  # rule-major: a fast reduction
         if fresh is None:
+            # a row failing at an earlier rule than every changed one keeps its failure
+            failing = np.flatnonzero((status != UNKNOWN) & (status != PASS))
+            before = np.ascontiguousarray(verdicts.take(failing, axis=0)[:, : min(changed)].T)
+            earlier = (before == RULE_FAIL).any(axis=0)  # rule-major: a fast reduction
             verdicts[:, changed] = RULE_UNKNOWN
             status[status == PASS] = UNKNOWN
             status[failing[~earlier]] = UNKNOWN
             return
+        old = verdicts[:, changed]
         verdicts[:, changed] = fresh
-        not_passing = np.flatnonzero((fresh != RULE_PASS).any(axis=1))
-        moved_rows = np.concatenate((not_passing[status[not_passing] == PASS], failing[~earlier]))
+        # rows whose renewed verdicts moved, and rows keeping a failure found with the old values
+        # (its reasons may read them); a row failing later unchanged stays failing (`DEFERRED`)
+        rows = np.flatnonzero((fresh != old).any(axis=1) | (status >= 0))
+        if rows.size == 0:
+            return
+        st = status[rows]
+        earlier = (verdicts[rows, : min(changed)] == RULE_FAIL).any(axis=1)
+        moved_rows = rows[(st == PASS) | ((st != UNKNOWN) & ~earlier)]
         if moved_rows.size:
-            rows = verdicts.take(moved_rows, axis=0)
-            first = (rows != RULE_PASS).argmax(axis=1)
-            at_first = rows[np.arange(len(moved_rows)), first]
+            kept = verdicts.take(moved_rows, axis=0)
+            first = (kept != RULE_PASS).argmax(axis=1)
+            at_first = kept[np.arange(len(moved_rows)), first]
             # the first rule not passed fails (its failure is found when asked), or is not known
             status[moved_rows] = np.where(
                 at_first == RULE_PASS, PASS, np.where(at_first == RULE_FAIL, DEFERRED, UNKNOWN)
