@@ -250,16 +250,8 @@ def test_raw_scores_beyond_int64_give_the_per_node_placement() -> None:
     both(mixed)
 
 
-def test_hostname_anti_affinity_judges_again_only_the_node_a_pod_went_to(monkeypatch: Any) -> None:
-    # every db pod keeps the others off its node: after each bind the anti-affinity states gain the
-    # bound node's hostname, and only the nodes labelled with it are judged again
-    anti = pod_affinity(anti_required=[pod_affinity_term({"app": "db"})])
-    nodes = [make_node(f"n{i}", cpu="8", pods=20, labels={ZONE: "abc"[i % 3]}) for i in range(150)]
-    assigned = [
-        make_pod(f"old-{i}", labels={"app": "db"}, affinity=anti, node_name=f"n{i}") for i in range(9)
-    ]
-    pending = [make_pod(f"db-{i}", cpu="100m", labels={"app": "db"}, affinity=anti) for i in range(40)]
-    case = Case(nodes=nodes, assigned=assigned, pending=pending, extra=())
+def narrowing(monkeypatch: Any) -> list[int]:
+    """The number of rows each narrowed renewal named (`rows_to_renew` answers other than None)."""
     narrowed: list[int] = []
     renew = GeneratedEvaluator.rows_to_renew
 
@@ -270,6 +262,20 @@ def test_hostname_anti_affinity_judges_again_only_the_node_a_pod_went_to(monkeyp
         return rows
 
     monkeypatch.setattr(GeneratedEvaluator, "rows_to_renew", spy)
+    return narrowed
+
+
+def test_hostname_anti_affinity_judges_again_only_the_node_a_pod_went_to(monkeypatch: Any) -> None:
+    # every db pod keeps the others off its node: after each bind the anti-affinity states gain the
+    # bound node's hostname, and only the nodes labelled with it are judged again
+    anti = pod_affinity(anti_required=[pod_affinity_term({"app": "db"})])
+    nodes = [make_node(f"n{i}", cpu="8", pods=20, labels={ZONE: "abc"[i % 3]}) for i in range(150)]
+    assigned = [
+        make_pod(f"old-{i}", labels={"app": "db"}, affinity=anti, node_name=f"n{i}") for i in range(9)
+    ]
+    pending = [make_pod(f"db-{i}", cpu="100m", labels={"app": "db"}, affinity=anti) for i in range(40)]
+    case = Case(nodes=nodes, assigned=assigned, pending=pending, extra=())
+    narrowed = narrowing(monkeypatch)
     grouped, _ = both(case)
     placed = [grouped.placements[f"default/db-{i}"] for i in range(40)]
     assert None not in placed and len(set(placed)) == 40
@@ -291,16 +297,7 @@ def test_zone_anti_affinity_judges_again_the_nodes_of_the_zone_a_pod_went_to(mon
     anti = pod_affinity(anti_required=[pod_affinity_term({"app": "db"}, ZONE)])
     nodes = [make_node(f"n{i}", cpu="8", labels={ZONE: "abcd"[i % 4]}) for i in range(80)]
     pending = [make_pod(f"db-{i}", cpu="100m", labels={"app": "db"}, affinity=anti) for i in range(6)]
-    narrowed: list[int] = []
-    renew = GeneratedEvaluator.rows_to_renew
-
-    def spy(self: GeneratedEvaluator, columns: Any, rule: int, old: Any, new: Any) -> Any:
-        rows = renew(self, columns, rule, old, new)
-        if rows is not None:
-            narrowed.append(len(rows))
-        return rows
-
-    monkeypatch.setattr(GeneratedEvaluator, "rows_to_renew", spy)
+    narrowed = narrowing(monkeypatch)
     grouped, _ = both(Case(nodes=nodes, pending=pending, extra=()))
     zones = [grouped.placements[f"default/db-{i}"] for i in range(6)]
     assert sorted(int(z[1:]) % 4 for z in zones if z) == [0, 1, 2, 3] and zones.count(None) == 2
