@@ -351,9 +351,9 @@ class _PolicyGenerator:
         return out
 
     def key_delta_types(self, rule: ir.FilterRule) -> tuple[CelType | None, ...] | None:
-        """The declared types of the pod-only values `rule` reads when a change in the keys of their
-        leaf maps can only move its verdict on nodes labelled with a moved key (None otherwise, and
-        when instrumented)."""
+        """The declared types of the pod-only values `rule` reads when some may hold leaf maps and a
+        change in their keys can only move its verdict on nodes labelled with a moved key (None
+        otherwise, and when instrumented)."""
         exprs = self.rule_exprs(rule)
         results = [self.checked.of(e) for e in exprs]
         if self.coverage is not None or not all(r.ok for r in results):
@@ -372,6 +372,8 @@ class _PolicyGenerator:
         for e, r in zip(exprs, results, strict=True):
             types.update(lowering.checked_types(e.ast, r.result.types))
         let_types = self.checked.let_types
+        if not any(membership.may_carry(let_types.get(n)) for n in pod_lets):
+            return None  # no leaf map among its values: no key move to narrow a renewal to
         safe = membership.key_delta_safe(
             [e.ast for e in exprs],
             [self.checked.lets[n].checked.ast for n in node_lets],

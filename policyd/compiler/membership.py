@@ -31,6 +31,8 @@ from policyd.cel import syntax as ast
 from policyd.cel.types import INT, CelType, ListType, MapType, ObjectType
 from policyd.evaluation.map_keys import is_leaf_map, may_carry
 
+__all__ = ["is_leaf_map", "key_delta_safe", "may_carry"]
+
 
 class _Rejected(Exception):
     """A carrying value is used in a way the analysis does not follow."""

@@ -140,11 +140,11 @@ class NodeResults:
             status[status == PASS] = UNKNOWN
             status[failing[~earlier]] = UNKNOWN
             return
-        old = verdicts[:, changed]
+        before = verdicts[:, changed]
         verdicts[:, changed] = fresh
         # rows whose renewed verdicts moved, and rows keeping a failure found with the old values
         # (its reasons may read them); a row failing later unchanged stays failing (`DEFERRED`)
-        rows = np.flatnonzero((fresh != old).any(axis=1) | (status >= 0))
+        rows = np.flatnonzero((fresh != before).any(axis=1) | (status >= 0))
         if rows.size == 0:
             return
         st = status[rows]
