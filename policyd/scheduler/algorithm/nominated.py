@@ -122,6 +122,10 @@ class NominatedRows:
         for p in pods:
             self._row_of[p.key] = row
 
+    def __bool__(self) -> bool:
+        """True when some pod is nominated to some row."""
+        return bool(self._row_of)
+
     def split(self, pod: PodInfoLike, plain_allowed: bool) -> tuple[IntpArray, dict[int, list[PodInfoLike]]]:
         """The rows where nominated pods count for `pod`: the plain ones (none unless
         `plain_allowed`), and the others with the pods that count there (feasibility.nominated_others)."""

@@ -47,6 +47,23 @@ def int64_bound(rules: Sequence[ScoreRule]) -> int:
     return INT_SAFE // (MAX_NODE_SCORE * max(1, sum(abs(r.weight) for r in rules)))
 
 
+def normalize_alike(value: int, mode: Normalize) -> int:
+    """`normalize` of a column whose raw scores all equal `value` (its max and its min), one value
+    for the column: max and reverse scale it to 100 (0 stays 0), minmax maps it to 0."""
+    top = MAX_NODE_SCORE
+    if mode == "none":
+        return value
+    if mode == "max":
+        return 0 if value == 0 else top
+    if mode == "reverse":
+        return top if value == 0 else 0
+    if mode == "minmax":
+        return 0
+    if mode == "reverse-minmax":
+        return top
+    raise ValueError(f"unknown normalisation {mode!r}")
+
+
 def _go_div(a: ScoreArray, b: int) -> ScoreArray:
     """Element-wise integer division truncating toward zero, as Go does (b != 0)."""
     q = np.abs(a) // abs(b)
@@ -92,7 +109,7 @@ def weigh(
     for j, rule in enumerate(rules):
         if bounds is not None and bounds[j][0] == bounds[j][1] and not keep:
             # normalisation maps each raw score alone, given the bounds: one value stands for all
-            offset += int(normalize(by_rule[j, :1], rule.normalize, bounds[j])[0]) * rule.weight
+            offset += normalize_alike(int(bounds[j][0]), rule.normalize) * rule.weight
             continue
         column = normalize(by_rule[j], rule.normalize, bounds[j] if bounds is not None else None)
         if rule.weight == 1:

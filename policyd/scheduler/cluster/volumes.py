@@ -52,6 +52,8 @@ def volume_binding_verdicts(claims: PodClaims, store: VolumeStore, node: CelObje
 
 def pod_volume_bindings(pod: CelObject, store: VolumeStore, node: CelObject) -> PodVolumeBindings | None:
     """What PreBind does for the pod on `node` (Reserve's decision); None when it has no claims."""
+    if not pod_volumes(pod):  # most pods: nothing to resolve
+        return None
     claims = volume_binding.pod_claims(pod, store)
     if claims.error or not claims.active:
         return None

@@ -20,7 +20,7 @@ from policyd.scheduler.algorithm.feasibility import (
 from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import GroupCache
 from policyd.scheduler.algorithm.schedule import BULK_MIN, Algorithm, _need_groups
-from policyd.scheduler.algorithm.scoring import normalize, weigh
+from policyd.scheduler.algorithm.scoring import normalize, normalize_alike, weigh
 from policyd.scheduler.algorithm.selection import select_host
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
@@ -128,6 +128,13 @@ def test_normalize_agrees_with_the_plain_oracle(mode: str, raw: list[int]) -> No
     small = all(abs(v) < 2**40 for v in raw)
     array = np.array(raw, dtype=np.int64 if small else object)
     assert [int(v) for v in normalize(array, mode).tolist()] == oracle.normalize(raw, mode)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("value", [-(10**20), -7, -1, 0, 1, 3, 100, 10**20])
+def test_a_column_of_equal_scores_normalises_to_one_value(mode: str, value: int) -> None:
+    column = np.array([value] * 3, dtype=np.int64 if abs(value) < 2**40 else object)
+    assert [int(v) for v in normalize(column, mode).tolist()] == [normalize_alike(value, mode)] * 3  # type: ignore[arg-type]
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)
