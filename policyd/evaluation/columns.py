@@ -171,7 +171,8 @@ class NodeColumns:
 
         A node object copied from the row's previous one (a pod added or removed) shares its
         labels, taints, images and allocatable maps (node objects are never changed in place: an
-        update makes new maps): those parts are rewritten only when they are other objects."""
+        update makes new maps): those parts are rewritten only when they are other objects; the
+        resource maps also not when they hold the same amounts."""
         old = self.cels[row]
         self.cels[row] = cel
 
@@ -182,9 +183,10 @@ class NodeColumns:
         self.ready[row] = bool(cel.get("ready", False))
         self.pod_count[row] = int(cel.get("podCount", 0))
         for map_name in RESOURCE_MAPS:
-            if same(map_name):
-                continue
             values: Mapping[str, int] = cel.get(map_name) or {}
+            # a node's own maps, or a copy of equal amounts (the bind that follows an assume)
+            if same(map_name) or (old is not None and old is not cel and old.get(map_name) == values):
+                continue
             for res, col in self.resources[map_name].items():
                 if res not in values:
                     col.present[row] = False

@@ -184,6 +184,8 @@ class Snapshot:
         changes = self._changes
         for i in range(len(changes) - 1, -1, -1):
             if changes[i][0] == generation:
+                if i == len(changes) - 1 and len(changes[i][1]) == 1:  # the last update, one row
+                    return np.array(changes[i][1], dtype=np.intp)
                 rows = {row for _, changed in changes[i:] for row in changed}
                 return np.array(sorted(rows), dtype=np.intp)
         return None
