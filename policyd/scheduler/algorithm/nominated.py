@@ -122,7 +122,7 @@ class NominatedRows:
         for p in pods:
             self._row_of[p.key] = row
 
-    def __bool__(self) -> bool:
+    def any_nominated(self) -> bool:
         """True when some pod is nominated to some row."""
         return bool(self._row_of)
 

@@ -300,7 +300,7 @@ class Algorithm:
         start = self._next_start % n
         # nodes with nominated pods of at least this pod's priority: evaluated with them, per pod,
         # but the group's verdicts on unchanged plain rows (`shared`: g is a group's) are kept
-        plain_allowed = shared and bool(nominated_rows) and p.with_nominated.adds_nothing(())
+        plain_allowed = shared and nominated_rows.any_nominated() and p.with_nominated.adds_nothing(())
         plain, special = nominated_rows.split(pod, plain_allowed)
         status = g.status
         local = status.copy()

@@ -49,7 +49,8 @@ def int64_bound(rules: Sequence[ScoreRule]) -> int:
 
 def normalize_alike(value: int, mode: Normalize) -> int:
     """`normalize` of a column whose raw scores all equal `value` (its max and its min), one value
-    for the column: max and reverse scale it to 100 (0 stays 0), minmax maps it to 0."""
+    for the column: max gives 100 (0 for 0), reverse the other way round, minmax 0, reverse-minmax
+    100, none the value itself."""
     top = MAX_NODE_SCORE
     if mode == "none":
         return value
