@@ -24,19 +24,36 @@ def is_leaf_map(t: CelType | None) -> bool:
     return isinstance(t, MapType) and isinstance(t.value, PrimitiveType | OpaqueType)
 
 
-def may_carry(t: CelType | None, seen: frozenset[int] = frozenset()) -> bool:
+# declared type (by identity, kept alive here) -> `may_carry`: asked at every level of every walk of
+# two pods' values, decided once per type (emptied when full: each policy load checks new types)
+MAX_TYPES = 4096
+_carrying: dict[int, tuple[CelType, bool]] = {}
+
+
+def may_carry(t: CelType | None) -> bool:
     """True when a value of type `t` may hold a leaf map, or its type is not known exactly."""
+    if t is None:
+        return True
+    hit = _carrying.get(id(t))
+    if hit is None or hit[0] is not t:
+        if len(_carrying) >= MAX_TYPES:
+            _carrying.clear()
+        hit = _carrying[id(t)] = (t, _may_carry(t, frozenset()))
+    return hit[1]
+
+
+def _may_carry(t: CelType | None, seen: frozenset[int]) -> bool:
     if isinstance(t, PrimitiveType | OpaqueType):
         return False
     if isinstance(t, MapType):
-        return is_leaf_map(t) or may_carry(t.key, seen) or may_carry(t.value, seen)
+        return is_leaf_map(t) or _may_carry(t.key, seen) or _may_carry(t.value, seen)
     if isinstance(t, ListType):
-        return may_carry(t.elem, seen)
+        return _may_carry(t.elem, seen)
     if isinstance(t, ObjectType):
         if id(t) in seen:  # a type containing itself: its other fields decide
             return False
         inner = seen | {id(t)}
-        return any(may_carry(f, inner) for f in t.fields.values())
+        return any(_may_carry(f, inner) for f in t.fields.values())
     return True  # dyn, type parameters, errors: not known
 
 

@@ -3,7 +3,10 @@ maps' key sets may differ; anything else gives None."""
 
 from __future__ import annotations
 
-from policyd.cel.types import BOOL, INT, STRING, list_of, map_of
+from typing import Any
+
+from policyd.cel.types import BOOL, INT, STRING, ListType, MapType, ObjectType, list_of, map_of
+from policyd.evaluation import map_keys
 from policyd.evaluation.map_keys import Memo, moved_keys
 from policyd.evaluation.sameness import Unset
 from policyd.policy.cluster_decls import POD_AFFINITY_STATE
@@ -60,3 +63,14 @@ def test_a_memo_answers_the_same_pair_of_values_again() -> None:
     new["c"] = 1  # the same objects: the memo's answer stands
     assert moved_keys((old,), (new,), (COUNTS,), memo) == {"b"}
     assert moved_keys((old,), (dict(new),), (COUNTS,), memo) == {"b", "c"}
+
+
+def test_whether_a_type_may_carry_is_kept_per_type_object(monkeypatch: Any) -> None:
+    # two types of one name and shape of fields but other field types; and more types than kept
+    monkeypatch.setattr(map_keys, "MAX_TYPES", 2)
+    carrying = ObjectType(name="s", fields={"f": MapType(STRING, INT)})
+    plain = ObjectType(name="s", fields={"f": STRING})
+    listed = ListType(carrying)
+    for _ in range(2):
+        assert map_keys.may_carry(carrying) and not map_keys.may_carry(plain) and map_keys.may_carry(listed)
+    assert len(map_keys._carrying) <= 2
