@@ -192,19 +192,27 @@ class PodTracker:
         with self._cond:
             return sum(1 for k in keys if k in self.bound_at or k in self.unschedulable)
 
-    def wait_settled(self, keys: Sequence[str], timeout: float, alive: Callable[[], None]) -> None:
-        """Block until every pod of `keys` is bound or unschedulable; `alive()` may raise meanwhile."""
-        deadline = time.monotonic() + timeout
+    def wait_settled(self, keys: Sequence[str], stall: float, alive: Callable[[], None]) -> None:
+        """Block until every pod of `keys` is bound or unschedulable; `alive()` may raise meanwhile.
+
+        Fails once no pod of `keys` settled for `stall` seconds: a slow scheduler that keeps placing
+        pods (kube-scheduler preempting for 5000 pods, one at a time) is waited for, a stuck one is not."""
+        progress = time.monotonic()
         pending = set(keys)
         while True:
             with self._cond:
-                pending = {k for k in pending if k not in self.bound_at and k not in self.unschedulable}
-                if not pending:
+                still = {k for k in pending if k not in self.bound_at and k not in self.unschedulable}
+                if not still:
                     return
+                if len(still) < len(pending):
+                    progress = time.monotonic()
+                pending = still
                 self._cond.wait(1.0)
             alive()
-            if time.monotonic() > deadline:
-                raise BenchError(f"{len(pending)} of {len(keys)} pods not scheduled after {timeout:.0f}s")
+            if time.monotonic() - progress > stall:
+                raise BenchError(
+                    f"{len(pending)} of {len(keys)} pods not scheduled: none settled in the last {stall:.0f}s"
+                )
 
     def wait_bound(self, keys: Sequence[str], stall: float, alive: Callable[[], None]) -> None:
         """Block until every pod of `keys` is bound, or until none more got bound for `stall` seconds."""
@@ -435,8 +443,8 @@ class WorkloadRun:
         self.say(f"{op.count} measured pods created in {seconds:.1f}s with the scheduler stopped; released")
 
     def _barrier(self, client: Any, sched: SchedulerProcess, tracker: PodTracker) -> None:
-        timeout = max(300.0, 2.0 * len(self.created) / max(self.qps, 1.0))
-        tracker.wait_settled(self.created, timeout, sched.check_alive)
+        stall = max(300.0, 2.0 * len(self.created) / max(self.qps, 1.0))
+        tracker.wait_settled(self.created, stall, sched.check_alive)
         m = self.measured
         if m.pods and m.after is None:
             # a measured pod parked as unschedulable may still be bound (a preemptor, once its victims

@@ -7,6 +7,7 @@ import json
 import math
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -442,3 +443,26 @@ def test_event_writes_count_accepted_creates_and_updates_of_either_events_api() 
     # 4412 events.k8s.io creates + 264 core creates + 7 updates; not the 404s, reads, binds or durations
     assert report.event_writes(APISERVER_METRICS) == 4412 + 264 + 7
     assert report.event_writes("") == 0
+
+
+def test_the_barrier_waits_while_pods_keep_settling_and_fails_once_they_stop() -> None:
+    tracker = e2e.PodTracker(FakeClient())
+    keys = [f"ns/p{i}" for i in range(4)]
+    clock = [0.0]
+    settling = iter(range(4))
+
+    def alive() -> None:  # one pod settles every 100 s: 300 s in all, never 100 s without progress
+        clock[0] += 100.0
+        i = next(settling, None)
+        if i is not None:
+            tracker.observe(bound(f"p{i}"))
+
+    with (
+        mock.patch.object(e2e.time, "monotonic", lambda: clock[0]),
+        mock.patch.object(tracker._cond, "wait", lambda timeout: False),  # the clock is the test's
+    ):
+        tracker.wait_settled(keys, stall=150.0, alive=alive)
+        assert tracker.settled(keys) == 4 and clock[0] == 400.0
+        with pytest.raises(e2e.BenchError, match="1 of 2 pods not scheduled: none settled in the last 150s"):
+            tracker.wait_settled(["ns/p0", "ns/never"], stall=150.0, alive=alive)
+    tracker.stop()
