@@ -197,39 +197,35 @@ class PodTracker:
 
         Fails once no pod of `keys` settled for `stall` seconds: a slow scheduler that keeps placing
         pods (kube-scheduler preempting for 5000 pods, one at a time) is waited for, a stuck one is not."""
-        progress = time.monotonic()
-        pending = set(keys)
-        while True:
-            with self._cond:
-                still = {k for k in pending if k not in self.bound_at and k not in self.unschedulable}
-                if not still:
-                    return
-                if len(still) < len(pending):
-                    progress = time.monotonic()
-                pending = still
-                self._cond.wait(1.0)
-            alive()
-            if time.monotonic() - progress > stall:
-                raise BenchError(
-                    f"{len(pending)} of {len(keys)} pods not scheduled: none settled in the last {stall:.0f}s"
-                )
+        pending = self._wait(keys, lambda k: k in self.bound_at or k in self.unschedulable, stall, alive)
+        if pending:
+            raise BenchError(
+                f"{pending} of {len(keys)} pods not scheduled: none settled in the last {stall:.0f}s"
+            )
 
     def wait_bound(self, keys: Sequence[str], stall: float, alive: Callable[[], None]) -> None:
         """Block until every pod of `keys` is bound, or until none more got bound for `stall` seconds."""
+        self._wait(keys, lambda k: k in self.bound_at, stall, alive)
+
+    def _wait(
+        self, keys: Sequence[str], done: Callable[[str], bool], stall: float, alive: Callable[[], None]
+    ) -> int:
+        """Wait until `done` holds for every pod of `keys`, or until it came to hold for none more in
+        `stall` seconds; returns how many it does not hold for."""
         pending = set(keys)
         progress = time.monotonic()
         while True:
             with self._cond:
-                still = {k for k in pending if k not in self.bound_at}
+                still = {k for k in pending if not done(k)}
                 if not still:
-                    return
+                    return 0
                 if len(still) < len(pending):
                     progress = time.monotonic()
                 pending = still
                 self._cond.wait(1.0)
             alive()
             if time.monotonic() - progress > stall:
-                return
+                return len(pending)
 
     def last_bound(self, keys: Sequence[str]) -> tuple[int, float]:
         """(how many of `keys` are bound, monotonic time the last of them was first seen bound)."""
