@@ -21,7 +21,18 @@ __all__ = ["QuantityError", "format_quantity", "int64_amount", "parse_quantity",
 
 
 class QuantityError(ClusterDataError, ValueError):
-    """A string is not a valid Kubernetes quantity."""
+    """A string is not a valid Kubernetes quantity; `reason` is apimachinery's `ParseQuantity` error
+    text for it where apimachinery has one (what the Kubernetes CEL library's `quantity()` reports)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+# apimachinery's ParseQuantity errors (ErrFormatWrong, ErrSuffix)
+FORMAT_WRONG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+SUFFIX_WRONG = "unable to parse quantity's suffix"
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 
 
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
@@ -67,7 +78,7 @@ def _parse(s: str | int | float) -> Fraction:
         raise QuantityError(f"invalid quantity {s!r}: expected a string or number")
     m = _QUANTITY_RE.fullmatch(s) if s else None
     if m is None:
-        raise QuantityError(f"invalid quantity {s!r}")
+        raise QuantityError(f"invalid quantity {s!r}", _why_invalid(s))
     value = _number(m.group("number"))
     if m.group("binary"):
         value *= 1024 ** _BINARY[m.group("binary")]
@@ -84,6 +95,28 @@ def _parse(s: str | int | float) -> Fraction:
     if m.group("sign") == "-":
         value = -value
     return _round_nano(value)
+
+
+def _why_invalid(s: str) -> str:
+    """apimachinery's error for a string the grammar rejects: its scanner (parseQuantityString) takes
+    a sign, digits, one point and digits, then suffix letters, a sign and digits; text left over is
+    ErrFormatWrong, a suffix it scanned but does not know is ErrSuffix."""
+    i, n = 0, len(s)
+    if i < n and s[i] in "+-":
+        i += 1
+    while i < n and s[i].isdigit() and s[i].isascii():
+        i += 1
+    if i < n and s[i] == ".":
+        i += 1
+        while i < n and s[i].isdigit() and s[i].isascii():
+            i += 1
+    while i < n and s[i] in _SUFFIX_CHARS:
+        i += 1
+    if i < n and s[i] in "+-":
+        i += 1
+    while i < n and s[i].isdigit() and s[i].isascii():
+        i += 1
+    return SUFFIX_WRONG if s and i == n else FORMAT_WRONG
 
 
 def _number(text: str | None) -> Fraction:

@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 
 from policyd.cel.program import CelCompileError, compile_expression
 from policyd.errors import CelEvalError, ClusterDataError, PolicydError
-from policyd.quantity import QuantityError, format_quantity, parse_quantity, to_int, to_milli
+from policyd.quantity import (
+    FORMAT_WRONG,
+    SUFFIX_WRONG,
+    QuantityError,
+    format_quantity,
+    parse_quantity,
+    to_int,
+    to_milli,
+)
 from tests.unit.cel.library_cases import ENV, ev
 
 
@@ -86,6 +94,32 @@ def test_malformed_quantities_raise(text: str) -> None:
     with pytest.raises(QuantityError) as info:
         parse_quantity(text)
     assert repr(text) in str(info.value) or "range" in str(info.value)
+
+
+# apimachinery's ParseQuantity: text its scanner cannot take is ErrFormatWrong, a suffix it took but does
+# not know is ErrSuffix (the Kubernetes CEL library's quantity_test.go: "10Mo", "10Mm")
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("10Mo", FORMAT_WRONG),
+        ("aoeu", FORMAT_WRONG),
+        ("1.2.3", FORMAT_WRONG),
+        ("", FORMAT_WRONG),
+        ("1+1.0M", FORMAT_WRONG),
+        ("10Mm", SUFFIX_WRONG),
+        ("0.1mi", SUFFIX_WRONG),
+        ("1i", SUFFIX_WRONG),
+        ("-3.01e-", SUFFIX_WRONG),
+    ],
+)
+def test_cel_quantity_reports_apimachinery_s_parse_error(text: str, reason: str) -> None:
+    with pytest.raises(QuantityError) as info:
+        parse_quantity(text)
+    assert info.value.reason == reason
+    with pytest.raises(CelEvalError) as cel_info:
+        ev(f"quantity({text!r})")
+    assert str(cel_info.value) == reason
+    assert ev(f"isQuantity({text!r})") is False
 
 
 @pytest.mark.parametrize("text", ["+", "-", ".", "-.", "+.", "Mi", "Ki", "m", "k", "E", "e3", ".e5", "-Gi"])

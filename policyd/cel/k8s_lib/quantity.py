@@ -21,7 +21,7 @@ from policyd.cel.library_types import QUANTITY_TYPE
 from policyd.cel.types import BOOL, DOUBLE, INT, STRING
 from policyd.cel.values import INT64_MAX, INT64_MIN, Quantity
 from policyd.errors import CelEvalError
-from policyd.quantity import format_quantity, int64_amount, parse_quantity
+from policyd.quantity import QuantityError, format_quantity, int64_amount, parse_quantity
 
 QUANTITY = QUANTITY_TYPE
 
@@ -32,8 +32,8 @@ def quantity(text: Any) -> Quantity:
         raise rt.no_overload("quantity", text)
     try:
         value = parse_quantity(text)
-    except Exception as e:  # noqa: BLE001 - any parse failure is a CEL error
-        raise CelEvalError(f"invalid quantity {text!r}: {e}") from None
+    except QuantityError as e:  # apimachinery's error text, as the Kubernetes library reports it
+        raise CelEvalError(e.reason) from None
     amount = int64_amount(text)
     return Quantity(value, text, amount)
 
