@@ -23,7 +23,30 @@ _OPTIONS.log_errors = False
 
 
 class _InvalidPattern(Exception):
-    """A pattern RE2 rejects, with RE2's reason."""
+    """A pattern RE2 rejects, with Go's `regexp` error text for it (`go_error`)."""
+
+
+# RE2's error codes (RegexpStatus::CodeText) -> Go regexp/syntax's ErrorCode texts for the same error
+_GO_CODES = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid named capture group": "invalid named capture",
+    "pattern too large - compile failed": "expression too large",
+    "pattern too large - reverse compile failed": "expression too large",
+}
+
+
+def go_error(reason: str) -> str:
+    """Go's `regexp.Compile` error for RE2's `reason` ("<code>: <fragment>"): `error parsing regexp:
+    <code>: `<fragment>``, with Go's wording of the code (the same codes, some named differently; Go
+    shows an empty fragment as ``)."""
+    code, _, fragment = reason.partition(": ")
+    return f"error parsing regexp: {_GO_CODES.get(code, code)}: `{fragment}`"
 
 
 @lru_cache(maxsize=512)
@@ -34,26 +57,33 @@ def _compile(pattern: str) -> Any:
         reason = e.args[0] if e.args else str(e)
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
-        raise _InvalidPattern(str(reason)) from None
+        raise _InvalidPattern(go_error(str(reason))) from None
 
 
 def compile_pattern(pattern: str) -> Any:
-    """The compiled RE2 pattern; a malformed one is a `CelEvalError`."""
+    """The compiled RE2 pattern; a malformed one is a `CelEvalError` with Go's error text."""
     try:
         return _compile(pattern)
     except _InvalidPattern as e:
-        raise CelEvalError(f"error parsing regexp: {e}") from None
+        raise CelEvalError(str(e)) from None
 
 
 def pattern_issue(pattern: Any) -> str | None:
-    """Why a literal pattern is not valid RE2, or None (the check-time hook of the regex overloads)."""
+    """Why a literal pattern is not valid RE2 (Go's error text, as Kubernetes' `find` and `findAll`
+    report it), or None: the check-time hook of the regex library's overloads."""
     if type(pattern) is not str:
         return None
     try:
         _compile(pattern)
     except _InvalidPattern as e:
-        return f"invalid regular expression {pattern!r}: {e}"
+        return str(e)
     return None
+
+
+def matches_issue(pattern: Any) -> str | None:
+    """`pattern_issue` for `matches`, worded as cel-go's regex literal validator words it."""
+    issue = pattern_issue(pattern)
+    return None if issue is None else f"invalid matches argument: {issue}"
 
 
 def _strings(name: str, *args: Any) -> None:

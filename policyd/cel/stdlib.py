@@ -213,7 +213,7 @@ def _compare_decls(name: str, prefix: str, op: Callable[[Any, Any], bool]) -> Fu
     return FunctionDecl(name, tuple(overloads))
 
 
-_PATTERN_ARG = ((1, regex.pattern_issue),)
+_PATTERN_ARG = ((1, regex.matches_issue),)
 """The pattern of `matches` (second argument, or the argument of the member form) is checked when literal."""
 
 
