@@ -44,6 +44,10 @@ def of(value: Any) -> OptionalValue:
     return OptionalValue(value, True)
 
 
+# cel-go's zero timestamp is Go's zero time.Time (time.IsZero): 0001-01-01T00:00:00Z, not the epoch
+_GO_ZERO_TIME_NS = -62135596800 * 10**9
+
+
 def _is_zero(value: Any) -> bool:
     if value is None or value is False:
         return True
@@ -51,7 +55,9 @@ def _is_zero(value: Any) -> bool:
         return False
     if isinstance(value, int | float | str | bytes | list | tuple | Mapping):
         return not value
-    if isinstance(value, Timestamp | Duration):
+    if isinstance(value, Timestamp):
+        return value.ns == _GO_ZERO_TIME_NS
+    if isinstance(value, Duration):
         return value.ns == 0
     return False
 

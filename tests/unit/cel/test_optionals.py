@@ -52,6 +52,10 @@ def test_optional_syntax_parses_to_internal_calls_and_flags() -> None:
         ("optional.ofNonZeroValue('').hasValue()", False),
         ("optional.ofNonZeroValue([]).hasValue()", False),
         ("optional.ofNonZeroValue([0]).hasValue()", True),
+        # the zero timestamp is Go's zero time (Kubernetes' validation_test.go), the epoch is not zero
+        ("optional.ofNonZeroValue(timestamp('0001-01-01T00:00:00.000+00:00')) == optional.none()", True),
+        ("optional.ofNonZeroValue(timestamp(0)).hasValue()", True),
+        ("optional.ofNonZeroValue(duration('0s')).hasValue()", False),
         ("optional.none().or(optional.of(2)).value()", 2),
         ("optional.of(1).or(optional.of(2)).value()", 1),
         ("{'a': 1}.?a.value()", 1),
