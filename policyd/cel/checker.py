@@ -22,6 +22,7 @@ from policyd.cel import syntax as ast
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl, Overload
 from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.optional import optional_of, optional_param
+from policyd.cel.runtime import to_duration, to_timestamp
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -47,7 +48,7 @@ from policyd.cel.types import (
     list_of,
     map_of,
 )
-from policyd.cel.values import OPTIONAL_TYPE_NAME, parse_duration, parse_timestamp
+from policyd.cel.values import OPTIONAL_TYPE_NAME
 from policyd.cel.walk import children, nodes
 from policyd.errors import CelEvalError
 
@@ -122,24 +123,28 @@ def check(expr: ast.Expr, env: CelEnv) -> CheckResult:
 
 # calls whose list and map literal arguments may mix types (cel-go's HomogeneousAggregateLiteralExemptFunctions)
 HOMOGENEOUS_EXEMPT_FUNCTIONS = frozenset({"format"})
-# conversions whose string literal argument must convert (cel-go's ValidateDuration/TimestampLiterals)
-_LITERAL_CONVERSIONS: dict[str, Callable[[str], object]] = {
-    "duration": parse_duration,
-    "timestamp": parse_timestamp,
+# conversions whose literal argument (a string, or Unix seconds / nanoseconds) must convert (cel-go's
+# ValidateDuration/TimestampLiterals evaluate the call on its literal)
+_LITERAL_CONVERSIONS: dict[str, Callable[[str | int], object]] = {
+    "duration": to_duration,
+    "timestamp": to_timestamp,
 }
 
 
 def kubernetes_validator_issues(expr: ast.Expr, types: Mapping[int, CelType]) -> list[CheckIssue]:
     """The issues of the validators Kubernetes' base environment adds to type checking, in source order:
-    mixed literals (`homogeneous_literal_issues`) and `duration`/`timestamp` of a string literal that
-    does not convert (`invalid duration argument`, at the literal, as cel-go reports it, and why)."""
+    mixed literals (`homogeneous_literal_issues`) and `duration`/`timestamp` of a string or int literal
+    that does not convert (`invalid duration argument`, at the literal, as cel-go reports it, and why)."""
     issues = homogeneous_literal_issues(expr, types)
     for node in nodes(expr):
         if isinstance(node, ast.Call) and node.target is None and node.function in _LITERAL_CONVERSIONS:
             arg = node.args[0] if len(node.args) == 1 else None
-            if isinstance(arg, ast.Const) and type(arg.value) is str:
+            if not isinstance(arg, ast.Const):
+                continue
+            value = arg.value
+            if type(value) is str or type(value) is int:
                 try:
-                    _LITERAL_CONVERSIONS[node.function](arg.value)
+                    _LITERAL_CONVERSIONS[node.function](value)
                 except CelEvalError as e:
                     issues.append(CheckIssue(f"invalid {node.function} argument: {e}", arg.offset))
     return sorted(issues, key=lambda issue: issue.offset)

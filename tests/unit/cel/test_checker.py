@@ -606,6 +606,13 @@ def test_kubernetes_validators_reject_literals_that_do_not_convert(
     assert "'1x'" in result.issues[0].message or "'yesterday'" in result.issues[0].message
 
 
+def test_kubernetes_validators_reject_unix_seconds_out_of_the_timestamp_range() -> None:
+    result = check(parse_cel("timestamp(-62135596801) < timestamp(253402300799)"), HOMOGENEOUS)
+    assert [(issue.message, issue.offset + 1) for issue in result.issues] == [
+        ("invalid timestamp argument: timestamp out of range", 11)
+    ]
+
+
 def test_conversions_of_good_literals_and_of_non_literals_pass_the_validators() -> None:
     text = "duration('1h30m') < duration(string(n) + 's') && timestamp('2024-01-01T00:00:00Z') < timestamp(n)"
     assert check(parse_cel(text), HOMOGENEOUS).issues == ()
