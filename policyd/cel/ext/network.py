@@ -58,39 +58,194 @@ class CIDR:
 
 
 class _Invalid(Exception):
-    """Why a string is not an IP address or CIDR."""
+    """Why a string is not an IP address or CIDR, in Kubernetes' words."""
 
 
-def _address(text: str, what: str) -> Address:
+def go_quote(text: str) -> str:
+    """Go's strconv.Quote (`%q`): double quotes; backslash, quote and non-printable characters escaped."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _v4_problem(s: str) -> tuple[str, str] | None:
+    """Why Go's netip rejects `s` as dotted IPv4 (its message, and the rest of `s` it points at), or None."""
+    fields, value, digits = 0, 0, 0
+    for i, ch in enumerate(s):
+        if "0" <= ch <= "9":
+            if digits == 1 and value == 0:
+                return "IPv4 field has octet with leading zero", ""
+            value, digits = value * 10 + ord(ch) - 48, digits + 1
+            if value > 255:
+                return "IPv4 field has value >255", ""
+        elif ch == ".":
+            if i == 0 or i == len(s) - 1 or s[i - 1] == ".":
+                return "IPv4 field must have at least one digit", s[i:]
+            if fields == 3:
+                return "IPv4 address too long", ""
+            fields, value, digits = fields + 1, 0, 0
+        else:
+            return "unexpected character", s[i:]
+    return ("IPv4 address too short", "") if fields < 3 else None
+
+
+def _v6_problem(text: str) -> tuple[str, str] | None:
+    """Why Go's netip rejects `text` as IPv6 (message, the rest of the text it points at), or None."""
+    s, percent, zone = text.partition("%")
+    if percent and not zone:
+        return "zone must be a non-empty string", ""
+    filled, ellipsis = 0, -1  # bytes of the 16 filled, where the :: stands
+    if s.startswith("::"):
+        ellipsis, s = 0, s[2:]
+        if not s:
+            return None
+    while filled < 16:
+        off = 0
+        while off < len(s) and s[off] in _HEX:
+            off += 1
+            if int(s[:off], 16) > 0xFFFF:
+                return "IPv6 field has value >=2^16", s
+        if off == 0:
+            return "each colon-separated field must have at least one digit", s
+        if off < len(s) and s[off] == ".":
+            if ellipsis < 0 and filled != 12:
+                return "embedded IPv4 address must replace the final 2 fields of the address", s
+            if filled + 4 > 16:
+                return "too many hex fields to fit an embedded IPv4 at the end of the address", s
+            v4 = _v4_problem(s)
+            if v4 is not None:
+                return _addr_error(s, *v4), s
+            s, filled = "", filled + 4
+            break
+        filled += 2
+        s = s[off:]
+        if not s:
+            break
+        if s[0] != ":":
+            return "unexpected character, want colon", s
+        if len(s) == 1:
+            return "colon must be followed by more characters", s
+        s = s[1:]
+        if s[0] == ":":
+            if ellipsis >= 0:
+                return "multiple :: in address", s
+            ellipsis, s = filled, s[1:]
+            if not s:
+                break
+    if s:
+        return "trailing garbage after address", s
+    if filled < 16 and ellipsis < 0:
+        return "address string too short", ""
+    if filled == 16 and ellipsis >= 0:
+        return "the :: must expand to at least one field of zeros", ""
+    return None
+
+
+def _addr_error(text: str, message: str, at: str) -> str:
+    """netip's parseAddrError text."""
+    where = f" (at {go_quote(at)})" if at else ""
+    return f"ParseAddr({go_quote(text)}): {message}{where}"
+
+
+def _netip_addr_error(text: str) -> str | None:
+    """Go's `netip.ParseAddr(text)` error, or None when it parses: the kind is decided by the first
+    '.', ':' or '%' (so "1.2.3.4%x" is checked as IPv4)."""
+    for ch in text:
+        if ch == ".":
+            problem = _v4_problem(text)
+            break
+        if ch == ":":
+            problem = _v6_problem(text)
+            break
+        if ch == "%":
+            problem = ("missing IPv6 address", "")
+            break
+    else:
+        problem = ("unable to parse IP", "")
+    return None if problem is None else _addr_error(text, *problem)
+
+
+def _address(text: str) -> Address:
+    """The address Go's netip parses from `text` (a zone kept as Python's scope id); _Invalid with
+    netip's error otherwise."""
+    error = _netip_addr_error(text)
+    if error is not None:
+        raise _Invalid(error)
     try:
-        address = ipaddress.ip_address(text)
-    except ValueError as e:
-        raise _Invalid(f"{what} {text!r} parse error during conversion from string: {e}") from None
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.scope_id is not None:
-            raise _Invalid(f"{what} {text!r} with zone value is not allowed")
-        if address.ipv4_mapped is not None:
-            raise _Invalid(f"IPv4-mapped IPv6 address {text!r} is not allowed")
-    return address
+        return ipaddress.ip_address(text)
+    except ValueError as e:  # netip took it and Python's parser did not (a zone it rejects)
+        raise _Invalid(_addr_error(text, str(e), "")) from None
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_ip(text: str) -> IP:
-    return IP(_address(text, "IP Address"))
+    """Kubernetes' parseIPAddr: netip's address, no zone, not IPv4-mapped."""
+    try:
+        address = _address(text)
+    except _Invalid as e:
+        raise _Invalid(
+            f"IP Address {go_quote(text)} parse error during conversion from string: {e}"
+        ) from None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id is not None:
+            raise _Invalid(f"IP address {go_quote(text)} with zone value is not allowed")
+        if address.ipv4_mapped is not None:
+            raise _Invalid(f"IPv4-mapped IPv6 address {go_quote(text)} is not allowed")
+    return IP(address)
+
+
+_CIDR_ERROR = "network address parse error during conversion from string: "
+_INT_MAX = 2**63 - 1
+
+
+def _prefix_problem(text: str) -> str | None:
+    """Go's `netip.ParsePrefix(text)` error message (after its `netip.ParsePrefix("...")`: ), or None."""
+    head, slash, bits_text = text.rpartition("/")
+    if not slash:
+        return "no '/'"
+    error = _netip_addr_error(head)
+    if error is not None:
+        return error
+    if "%" in head:
+        return "IPv6 zones cannot be present in a prefix"
+    leading_ok = len(bits_text) <= 1 or "1" <= bits_text[0] <= "9"
+    if not (leading_ok and bits_text.isascii() and bits_text.isdigit()):
+        return f"bad bits after slash: {go_quote(bits_text)}"
+    if int(bits_text) > _INT_MAX:  # beyond strconv.Atoi
+        return f"bad bits after slash: {go_quote(bits_text)}"
+    if int(bits_text) > (32 if "." in head and ":" not in head else 128):
+        return "prefix length out of range"
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_cidr(text: str) -> CIDR:
-    head, slash, bits_text = text.rpartition("/")
-    if not slash:
-        raise _Invalid(f"network address {text!r} parse error during conversion from string: no '/'")
-    address = _address(head, "CIDR")
-    limit = 32 if address.version == 4 else 128
-    valid_bits = bits_text.isascii() and bits_text.isdigit() and (bits_text == "0" or bits_text[0] != "0")
-    if not valid_bits or int(bits_text) > limit:
-        raise _Invalid(
-            f"network address {text!r} parse error during conversion from string: bad bits after slash"
-        )
+    """Kubernetes' cidr(): netip's prefix, not IPv4-mapped; its errors wrapped as the library wraps
+    them (twice for netip's own)."""
+    problem = _prefix_problem(text)
+    if problem is not None:
+        raise _Invalid(f"{_CIDR_ERROR}{_CIDR_ERROR}netip.ParsePrefix({go_quote(text)}): {problem}")
+    head, _, bits_text = text.rpartition("/")
+    address = _address(head)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        raise _Invalid(f"{_CIDR_ERROR}IPv4-mapped IPv6 address {go_quote(text)} is not allowed")
     return CIDR(address, int(bits_text))
 
 

@@ -85,17 +85,77 @@ def test_network(text: str, expected: Any) -> None:
     assert ev(text, s="::2") == expected
 
 
+# Kubernetes' library/ip.go and cidr.go wrap Go's netip errors (ip_test.go and cidr_test.go compare the
+# texts exactly); netip's reasons and the parts of the text they point at, quoted as Go's %q
+_PARSE = "parse error during conversion from string"
+_NETWORK = "network address parse error during conversion from string: "
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("192.168.0.1.0", "parse error"),
-        ("fe80::1%en0", "with zone value is not allowed"),
-        ("::ffff:192.168.0.1", "IPv4-mapped IPv6 address"),
+        (
+            "192.168.0.1.0",
+            f'IP Address "192.168.0.1.0" {_PARSE}: ParseAddr("192.168.0.1.0"): IPv4 address too long',
+        ),
+        (
+            "2001:db8:::68",
+            f'IP Address "2001:db8:::68" {_PARSE}: ParseAddr("2001:db8:::68"): '
+            'each colon-separated field must have at least one digit (at ":68")',
+        ),
+        ("1.2.3", f'IP Address "1.2.3" {_PARSE}: ParseAddr("1.2.3"): IPv4 address too short'),
+        (
+            "1.2.3.04",
+            f'IP Address "1.2.3.04" {_PARSE}: ParseAddr("1.2.3.04"): IPv4 field has octet with leading zero',
+        ),
+        ("1.2.3.256", f'IP Address "1.2.3.256" {_PARSE}: ParseAddr("1.2.3.256"): IPv4 field has value >255'),
+        (
+            "1..2.3",
+            f'IP Address "1..2.3" {_PARSE}: ParseAddr("1..2.3"): IPv4 field must have at least one digit (at ".2.3")',
+        ),
+        ("host", f'IP Address "host" {_PARSE}: ParseAddr("host"): unable to parse IP'),
+        ("1::2::3", f'IP Address "1::2::3" {_PARSE}: ParseAddr("1::2::3"): multiple :: in address (at ":3")'),
+        (
+            "1:2:3:4:5:6:7:8::",
+            f'IP Address "1:2:3:4:5:6:7:8::" {_PARSE}: ParseAddr("1:2:3:4:5:6:7:8::"): '
+            "the :: must expand to at least one field of zeros",
+        ),
+        ("1:2:3", f'IP Address "1:2:3" {_PARSE}: ParseAddr("1:2:3"): address string too short'),
+        ("fe80::1%en0", 'IP address "fe80::1%en0" with zone value is not allowed'),
+        ("::ffff:192.168.0.1", 'IPv4-mapped IPv6 address "::ffff:192.168.0.1" is not allowed'),
     ],
 )
 def test_malformed_addresses_are_runtime_errors(value: str, message: str) -> None:
-    with pytest.raises(CelEvalError, match=message):
+    with pytest.raises(CelEvalError) as info:
         ev("ip(s)", s=value)
+    assert str(info.value) == message
+    assert ev("isIP(s)", s=value) is False
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("192.168.0.0/", f'{_NETWORK}{_NETWORK}netip.ParsePrefix("192.168.0.0/"): bad bits after slash: ""'),
+        ("2001:db8::/", f'{_NETWORK}{_NETWORK}netip.ParsePrefix("2001:db8::/"): bad bits after slash: ""'),
+        ("10.0.0.0/08", f'{_NETWORK}{_NETWORK}netip.ParsePrefix("10.0.0.0/08"): bad bits after slash: "08"'),
+        ("10.0.0.0/33", f'{_NETWORK}{_NETWORK}netip.ParsePrefix("10.0.0.0/33"): prefix length out of range'),
+        ("10.0.0.0", f"{_NETWORK}{_NETWORK}netip.ParsePrefix(\"10.0.0.0\"): no '/'"),
+        (
+            "1.2.3/8",
+            f'{_NETWORK}{_NETWORK}netip.ParsePrefix("1.2.3/8"): ParseAddr("1.2.3"): IPv4 address too short',
+        ),
+        (
+            "fe80::1%eth0/64",
+            f'{_NETWORK}{_NETWORK}netip.ParsePrefix("fe80::1%eth0/64"): IPv6 zones cannot be present in a prefix',
+        ),
+        ("::ffff:1.2.3.4/120", f'{_NETWORK}IPv4-mapped IPv6 address "::ffff:1.2.3.4/120" is not allowed'),
+    ],
+)
+def test_malformed_cidrs_are_runtime_errors(value: str, message: str) -> None:
+    with pytest.raises(CelEvalError) as info:
+        ev("cidr(s)", s=value)
+    assert str(info.value) == message
+    assert ev("isCIDR(s)", s=value) is False
 
 
 @pytest.mark.parametrize("text", ["ip('10.1.2')", "cidr('10.0.0.0/')", "cidr('fe80::1%eth0/64')"])
