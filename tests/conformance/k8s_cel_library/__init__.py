@@ -1,0 +1,1 @@
+"""Kubernetes' CEL library test cases (transcribed data; see README.md)."""
