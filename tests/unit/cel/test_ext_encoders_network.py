@@ -132,6 +132,15 @@ def test_malformed_addresses_are_runtime_errors(value: str, message: str) -> Non
     assert ev("isIP(s)", s=value) is False
 
 
+def test_addresses_netip_takes_python_s_parser_does_not_follow_netip() -> None:
+    # netip splits the zone at the first '%' (any text after it) and takes a group of more than four
+    # hex digits with leading zeros
+    with pytest.raises(CelEvalError) as info:
+        ev("ip(s)", s="fe80::7%eth%0")
+    assert str(info.value) == 'IP address "fe80::7%eth%0" with zone value is not allowed'
+    assert ev("string(ip(s))", s="2001:db8::0da4a") == "2001:db8::da4a"
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
