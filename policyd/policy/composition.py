@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from policyd import shipped
 from policyd.errors import Diagnostic, SourceSpan
 from policyd.framework import Normalize
 from policyd.policy import syntax as ir
@@ -32,6 +33,10 @@ RuleKind = Literal["filter", "score", "permit"]
 
 # field paths whose reading makes a filter a resource-fit check (node capacity against requests)
 CAPACITY_READS = ("node.allocatable", "node.free", "node.requested", "node.nonZeroRequested")
+
+
+# the name of the shipped default.policy, which example policies extend
+SHIPPED_DEFAULT = "default"
 
 
 @dataclass(frozen=True)
@@ -231,6 +236,12 @@ class _Composer:
                     f"policy {name!r} extends {base.value!r}, which is not loaded for profile "
                     f"{self.profile!r} (policies: {known})"
                 )
+                if base.value == SHIPPED_DEFAULT:
+                    message += (
+                        f"; the shipped {SHIPPED_DEFAULT} policy is {shipped.default_policy()}: "
+                        "load it too (`policyd lint` it beside this file, or list it in the profile's "
+                        "policySources)"
+                    )
                 self.error(base, message, "unknown-policy")
                 continue
             self.include(target, included, (*path, name))

@@ -9,6 +9,7 @@ import pytest
 from policyd import shipped
 from policyd.compiler.profiles import compile_sources
 from policyd.errors import PolicyError
+from policyd.policy.composition import SHIPPED_DEFAULT
 from policyd.policy.loader import load_texts
 
 DEFAULT = Path(shipped.default_policy()).read_text(encoding="utf-8")
@@ -186,6 +187,19 @@ def test_a_policy_changes_each_extended_rule_once() -> None:
 def test_overrides_must_name_what_the_policy_extends(text: str, message: str) -> None:
     errors = _errors(x_policy=text + "\n")
     assert len(errors) == 1 and errors[0].startswith("/p/x.policy:1:") and message in errors[0], errors
+
+
+def test_extending_the_shipped_default_without_loading_it_names_the_file_to_load() -> None:
+    def errors(text: str) -> list[str]:
+        result = load_texts({"/p/x.policy": text})
+        return [d.message for d in result.diagnostics if d.severity == "error"]
+
+    found = errors("policy x extends default { }\n")
+    assert len(found) == 1, found
+    assert f"the shipped default policy is {shipped.default_policy()}: load it too" in found[0]
+    assert "shipped" not in errors("policy x extends nothing { }\n")[0]
+    # the hint's name is the shipped policy's own
+    assert [p.name.value for p in load_texts({BASE: DEFAULT}).policies] == [SHIPPED_DEFAULT]
 
 
 def test_extends_cycle_is_an_error() -> None:
