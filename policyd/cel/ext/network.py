@@ -182,12 +182,8 @@ def _netip_addr_error(text: str) -> str | None:
     return None if problem is None else _addr_error(text, *problem)
 
 
-def _address(text: str) -> Address:
-    """The address Go's netip parses from `text` (without a zone); _Invalid with netip's error
-    otherwise."""
-    error = _netip_addr_error(text)
-    if error is not None:
-        raise _Invalid(error)
+def _value(text: str) -> Address:
+    """The address of `text`, which netip took (`_netip_addr_error` is None) and which has no zone."""
     try:
         return ipaddress.ip_address(text)
     except ValueError:  # netip takes a hex group of more than 4 digits with leading zeros (0da4a)
@@ -198,14 +194,12 @@ def _address(text: str) -> Address:
 @functools.lru_cache(maxsize=4096)
 def _parse_ip(text: str) -> IP:
     """Kubernetes' parseIPAddr: netip's address, no zone, not IPv4-mapped."""
-    if "%" in text and _netip_addr_error(text) is None:  # an IPv6 zone, any text after the '%'
+    error = _netip_addr_error(text)
+    if error is not None:
+        raise _Invalid(f"IP Address {go_quote(text)} parse error during conversion from string: {error}")
+    if "%" in text:  # netip took an IPv6 zone: any text after the '%'
         raise _Invalid(f"IP address {go_quote(text)} with zone value is not allowed")
-    try:
-        address = _address(text)
-    except _Invalid as e:
-        raise _Invalid(
-            f"IP Address {go_quote(text)} parse error during conversion from string: {e}"
-        ) from None
+    address = _value(text)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         raise _Invalid(f"IPv4-mapped IPv6 address {go_quote(text)} is not allowed")
     return IP(address)
@@ -228,9 +222,10 @@ def _prefix_problem(text: str) -> str | None:
     leading_ok = len(bits_text) <= 1 or "1" <= bits_text[0] <= "9"
     if not (leading_ok and bits_text.isascii() and bits_text.isdigit()):
         return f"bad bits after slash: {go_quote(bits_text)}"
-    if int(bits_text) > _INT_MAX:  # beyond strconv.Atoi
+    bits = int(bits_text)
+    if bits > _INT_MAX:  # beyond strconv.Atoi
         return f"bad bits after slash: {go_quote(bits_text)}"
-    if int(bits_text) > (32 if "." in head and ":" not in head else 128):
+    if bits > (32 if "." in head and ":" not in head else 128):
         return "prefix length out of range"
     return None
 
@@ -243,7 +238,7 @@ def _parse_cidr(text: str) -> CIDR:
     if problem is not None:
         raise _Invalid(f"{_CIDR_ERROR}{_CIDR_ERROR}netip.ParsePrefix({go_quote(text)}): {problem}")
     head, _, bits_text = text.rpartition("/")
-    address = _address(head)
+    address = _value(head)
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         raise _Invalid(f"{_CIDR_ERROR}IPv4-mapped IPv6 address {go_quote(text)} is not allowed")
     return CIDR(address, int(bits_text))
