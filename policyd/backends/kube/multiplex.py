@@ -526,6 +526,8 @@ class RequestLoop:
         status, body = conn.status, bytes(conn.body)
         self._busy.discard(conn)
         conn.request = None
+        if not conn.reused:  # its first answer: the session is resumable by now
+            self.client.endpoint.sessions.keep(conn.sock)
         if conn.keep_alive and not conn.buf:
             self._want_writable(conn, False)
             self._idle.append(conn)
