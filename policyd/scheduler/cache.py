@@ -114,14 +114,15 @@ class Cache:
         """An assigned pod was observed; confirms it when it was assumed on the same node."""
         with self._lock:
             entry = self._pods.get(pod.key)
-            if entry is not None and entry.assumed:
-                if entry.node != pod.node_name:
+            self._pods[pod.key] = _PodEntry(pod=pod, node=pod.node_name)
+            if entry is not None and entry.assumed and entry.node == pod.node_name:
+                # confirmed: the pod keeps its place on the node, as kube-scheduler's AddPod leaves it
+                self._replace_on_node(pod, entry.node)
+                return
+            if entry is not None:
+                if entry.assumed:
                     log.warning("pod key=%s assumed=%s observed=%s", pod.key, entry.node, pod.node_name)
                 self._remove_from_node(entry.pod, entry.node)
-                del self._pods[pod.key]
-            elif entry is not None:
-                self._remove_from_node(entry.pod, entry.node)
-            self._pods[pod.key] = _PodEntry(pod=pod, node=pod.node_name)
             self._add_to_node(pod, pod.node_name)
 
     def update_pod(self, pod: PodInfoLike) -> None:
@@ -259,6 +260,14 @@ class Cache:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
         entry.state.add_pod(pod)
+        entry.generation = self._bump(node)
+
+    def _replace_on_node(self, pod: PodInfoLike, node: str) -> None:
+        entry = self._nodes.get(node)
+        if entry is None or entry.state is None:
+            self._orphans.setdefault(node, {})[pod.key] = pod
+            return
+        entry.state.replace_pod(pod)
         entry.generation = self._bump(node)
 
     def _remove_from_node(self, pod: PodInfoLike, node: str) -> None:

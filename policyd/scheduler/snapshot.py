@@ -106,6 +106,10 @@ class NodeInfoLike(Protocol):
         """Count `pod` against this node."""
         ...
 
+    def replace_pod(self, pod: Any) -> None:
+        """Count `pod` instead of its earlier version, keeping that version's place."""
+        ...
+
     def remove_pod(self, pod: Any) -> Any:
         """Stop counting `pod` against this node."""
         ...

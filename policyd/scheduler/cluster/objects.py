@@ -373,6 +373,28 @@ class NodeInfo:
         self.cel["usedPorts"].extend(pv.cel["hostPorts"])
         self.cel["podCount"] = len(self.pods)
 
+    def replace_pod(self, pv: PodInfo) -> None:
+        """Count `pv` instead of the earlier version of the same pod, in that version's place among
+        the node's pods (added at the end when the pod is not on the node).
+
+        kube-scheduler confirms an assumed pod without touching its node (the pod keeps its place),
+        where removing and adding it again would move it to the end; the order of a node's pods
+        decides which equal-priority victims preemption reprieves."""
+        old = self.pods.get(pv.key)
+        if old is None:
+            self.add_pod(pv)
+            return
+        if old is pv:
+            return
+        at = list(self.pods).index(pv.key)
+        self._forget(old)
+        self.pods[pv.key] = pv  # an existing key keeps its place
+        self.cel["pods"][at] = pv.cel
+        self._account(pv, 1)
+        if has_pod_affinity(pv.cel):
+            self.affinity_pods += 1
+        self.cel["usedPorts"].extend(pv.cel["hostPorts"])
+
     def remove_pod(self, pv: PodInfo) -> bool:
         """Stop counting the pod with `pv.key`; False when it was not on this node."""
         if pv.key not in self.pods:

@@ -101,6 +101,10 @@ class FakeNode:
         self.obj = obj
 
     def add_pod(self, pod: Any) -> None:
+        self.pods.pop(pod.key, None)
+        self.pods[pod.key] = pod
+
+    def replace_pod(self, pod: Any) -> None:
         self.pods[pod.key] = pod
 
     def remove_pod(self, pod: Any) -> None:

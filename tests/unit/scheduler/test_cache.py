@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
+from policyd.scheduler.cluster.objects import node_info, pod_info
 from policyd.scheduler.snapshot import Snapshot
+from tests.builders import make_node, make_pod
 from tests.unit.scheduler.fakes import FakeNode, FakePod, node_obj
 
 
@@ -139,3 +141,28 @@ def test_a_snapshot_names_the_rows_changed_since_one_of_its_generations() -> Non
     cache.add_node(node_obj("n4", cpu=1000))  # a new layout: nothing before it is known
     cache.update_snapshot(snap)
     assert snap.rows_changed_since(recent) is None
+
+
+def test_confirmation_keeps_the_assumed_pods_place_on_its_node() -> None:
+    """kube-scheduler 1.20's AddPod leaves a confirmed pod where it was assumed; an update moves a
+    pod to the end (RemovePod then AddPod). The order is the order preemption collects victims in."""
+    cache = Cache(node_info, FakeClock())
+    cache.add_node(make_node("n1", cpu="4"))
+    pending = {x: make_pod(x, cpu="500m", labels={"v": "1"}) for x in "abc"}
+    for x in "abc":
+        cache.assume(pod_info({**pending[x], "spec": {**pending[x]["spec"], "nodeName": "n1"}}), "n1")
+
+    def order() -> list[str]:
+        snap = Snapshot()
+        cache.update_snapshot(snap)
+        state = snap.node("n1")
+        assert state is not None
+        return [p["metadata"]["name"] for p in state.cel["pods"]]
+
+    for x in "abc":  # the binds are observed in the order they were made
+        cache.add_pod(pod_info(make_pod(x, cpu="500m", labels={"v": "1"}, node_name="n1")))
+        assert not cache.is_assumed(f"default/{x}")
+    assert order() == ["a", "b", "c"]
+    cache.update_pod(pod_info(make_pod("a", cpu="500m", labels={"v": "2"}, node_name="n1")))
+    assert order() == ["c", "b", "a"]  # the last pod takes a's place, a goes last
+    assert free_cpu(cache, "n1") == 2500

@@ -607,3 +607,24 @@ def test_update_node_keeps_pods_and_updates_in_place() -> None:
     assert cel["labels"]["tier"] == "gold" and ns.taints[0]["key"] == "t"
     with pytest.raises(ClusterDataError):
         ns.update_node(make_node("other"))
+
+
+def test_replace_pod_keeps_the_pods_place_and_recounts_it() -> None:
+    n = node_info(make_node("n1", cpu="4"))
+    a, b, c = (pod_info(make_pod(x, cpu="500m", node_name="n1")) for x in "abc")
+    for pv in (a, b, c):
+        n.add_pod(pv)
+    bigger = pod_info(make_pod("a", cpu="1", node_name="n1", labels={"seen": "yes"}, ports=[8080]))
+    n.replace_pod(bigger)
+    assert list(n.pods) == [a.key, b.key, c.key]
+    assert [p["metadata"]["name"] for p in n.cel["pods"]] == ["a", "b", "c"]
+    assert n.cel["pods"][0] is bigger.cel
+    assert n.cel["requested"]["cpu"] == 2000 and n.cel["requested"]["pods"] == 3
+    assert [p["hostPort"] for p in n.cel["usedPorts"]] == [8080]
+    n.replace_pod(pod_info(make_pod("a", cpu="500m", node_name="n1")))  # the port is gone again
+    assert n.cel["usedPorts"] == [] and n.cel["requested"]["cpu"] == 1500
+    n.add_pod(pod_info(make_pod("b", cpu="500m", node_name="n1")))  # adding again moves it last
+    assert [p["metadata"]["name"] for p in n.cel["pods"]] == ["a", "c", "b"]
+    d = pod_info(make_pod("d", cpu="250m", node_name="n1"))
+    n.replace_pod(d)  # not on the node: added at the end
+    assert list(n.pods)[-1] == d.key and n.cel["podCount"] == 4
