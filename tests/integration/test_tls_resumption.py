@@ -7,6 +7,7 @@ import threading
 from policyd.backends.kube.client import ApiError, KubeClient
 from policyd.backends.kube.multiplex import RequestLoop
 from policyd.backends.kube.transport import Connection, TLSSessions
+from policyd.envtest import LocalControlPlane
 
 
 def _fresh_client(kube: KubeClient) -> KubeClient:
@@ -54,3 +55,17 @@ def test_a_burst_on_the_request_loop_resumes_every_connection_after_the_first(ku
     sessions = client.endpoint.sessions
     assert sessions.full == 1
     assert sessions.resumed >= 2
+
+
+def test_a_session_a_restarted_server_does_not_know_gives_a_full_handshake(
+    kube: KubeClient, control_plane: LocalControlPlane
+) -> None:
+    client = _fresh_client(kube)
+    try:
+        client.request("GET", "/version")
+        control_plane.restart_apiserver()  # new session ticket keys
+        assert client.request("GET", "/version")["major"] == "1"  # on a new connection
+        sessions = client.endpoint.sessions
+        assert (sessions.full, sessions.resumed) == (2, 0)
+    finally:
+        client.close()

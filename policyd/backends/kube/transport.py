@@ -59,9 +59,9 @@ class Proxy:
 class TLSSessions:
     """The newest resumable TLS session to one endpoint, offered by each connection opened after it.
 
-    A resumed handshake skips the certificate and the server's signature (a full TLS 1.3 handshake
-    with the API server's RSA key cost its process about 2 ms of CPU, a resumed one an ECDHE); where
-    the server does not take the session (restarted, the ticket expired) it is a full handshake."""
+    A resumed handshake skips the certificate and the server's signature with its key, the costly
+    part of a full one; where the server does not take the session (restarted, the ticket expired)
+    the handshake is a full one."""
 
     def __init__(self) -> None:
         self._session: ssl.SSLSession | None = None
@@ -102,7 +102,8 @@ class Endpoint:
     ssl_context: ssl.SSLContext | None = None
     server_hostname: str = ""
     proxy: Proxy | None = None
-    sessions: TLSSessions = field(default_factory=TLSSessions, compare=False, repr=False)
+    # its own: a session resumes only through the SSLContext that made it (not copied by `replace`)
+    sessions: TLSSessions = field(default_factory=TLSSessions, init=False, compare=False, repr=False)
 
     @classmethod
     def parse(
