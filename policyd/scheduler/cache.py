@@ -117,7 +117,7 @@ class Cache:
             self._pods[pod.key] = _PodEntry(pod=pod, node=pod.node_name)
             if entry is not None and entry.assumed and entry.node == pod.node_name:
                 # confirmed: the pod keeps its place on the node, as kube-scheduler's AddPod leaves it
-                self._replace_on_node(pod, entry.node)
+                self._add_to_node(pod, entry.node, in_place=True)
                 return
             if entry is not None:
                 if entry.assumed:
@@ -254,20 +254,16 @@ class Cache:
         entry.obj = obj
         entry.generation = self._bump(obj["metadata"]["name"])
 
-    def _add_to_node(self, pod: PodInfoLike, node: str) -> None:
+    def _add_to_node(self, pod: PodInfoLike, node: str, in_place: bool = False) -> None:
+        """Count `pod` on `node` (`in_place`: instead of its earlier version, in that one's place)."""
         entry = self._nodes.get(node)
         if entry is None or entry.state is None:
             self._orphans.setdefault(node, {})[pod.key] = pod
             return
-        entry.state.add_pod(pod)
-        entry.generation = self._bump(node)
-
-    def _replace_on_node(self, pod: PodInfoLike, node: str) -> None:
-        entry = self._nodes.get(node)
-        if entry is None or entry.state is None:
-            self._orphans.setdefault(node, {})[pod.key] = pod
-            return
-        entry.state.replace_pod(pod)
+        if in_place:
+            entry.state.replace_pod(pod)
+        else:
+            entry.state.add_pod(pod)
         entry.generation = self._bump(node)
 
     def _remove_from_node(self, pod: PodInfoLike, node: str) -> None:
