@@ -12,7 +12,6 @@ front of both keeps what equivalent pods learnt about unchanged nodes.
 
 from __future__ import annotations
 
-import functools
 import random
 import time
 from collections.abc import Mapping
@@ -255,8 +254,9 @@ class Algorithm:
         # a rule whose pod-only values moved (the spread counts after a bind) is decided again only
         # on the nodes labelled with the keys that moved, when it only tests labels against them (the
         # anti-affinity counts: the bound node's hostname); else on every row at once when it reads
-        # the node through labels alone, per class of nodes
-        columns = functools.cache(lambda: self.columns.sync(snapshot))
+        # the node through labels alone, per class of nodes (a second sync of one snapshot finds no
+        # changed row: no memo needed, and making one per pod cost more than the syncs it saved)
+        columns = lambda: self.columns.sync(snapshot)  # noqa: E731 - read by the two lambdas below
         renew = (
             (lambda rules: evaluator.filter_by_classes(columns(), rules))
             if len(snapshot) >= BULK_MIN
