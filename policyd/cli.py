@@ -26,24 +26,41 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every sub-command registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered; `command`'s module is imported and
+    adds its arguments, the others are only listed by name and help (None: every module, "": none).
+
+    A command's module brings what it runs with it (the Kubernetes client, numpy, the compiler), so
+    importing only the one asked for keeps `policyd --help` and the short commands quick to start."""
     parser = argparse.ArgumentParser(prog="policyd", description=__doc__)
     parser.add_argument("--version", action="version", version=f"policyd {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"policyd.commands.{name}")
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(cmd)
-        cmd.set_defaults(_module=module)
+        if command is None or name == command:
+            module = importlib.import_module(f"policyd.commands.{name}")
+            module.add_arguments(cmd)
+            cmd.set_defaults(_module=module)
     return parser
+
+
+def command_of(argv: Sequence[str]) -> str:
+    """The sub-command `argv` names: its first word that is not an option ("" when none; the
+    top-level options take no value)."""
+    for word in argv:
+        if word == "--":
+            break
+        if not word.startswith("-"):
+            return word
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `policyd` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(command_of(words))
+    args = parser.parse_args(words)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
