@@ -19,12 +19,10 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 from policyd.backends.kube.transport import (
     ConnectionPool,
@@ -35,6 +33,9 @@ from policyd.backends.kube.transport import (
     request_head,
 )
 from policyd.errors import PolicydError
+
+if TYPE_CHECKING:  # the kubernetes package loads its configuration only (imported when one is loaded)
+    from kubernetes import client as k8s_client
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,9 @@ def load_configuration(
 ) -> k8s_client.Configuration:
     """Client configuration from a kubeconfig file, else in-cluster; `master` overrides the server URL;
     `context` picks a kubeconfig context other than the current one."""
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
     cfg = k8s_client.Configuration()
     if kubeconfig:
         load_kubeconfig(kubeconfig, cfg, context)
@@ -202,6 +206,8 @@ def load_kubeconfig(path: str, cfg: k8s_client.Configuration, context: str | Non
             if not os.path.exists(path)
             else f"kubeconfig {path}: not a file"
         )
+    from kubernetes import config as k8s_config
+
     try:
         k8s_config.load_kube_config(
             config_file=path, client_configuration=cfg, persist_config=False, context=context
