@@ -366,11 +366,8 @@ class NodeInfo:
         if pv.key in self.pods:
             self.remove_pod(self.pods[pv.key])
         self.pods[pv.key] = pv
-        self._account(pv, 1)
-        if has_pod_affinity(pv.cel):
-            self.affinity_pods += 1
         self.cel["pods"].append(pv.cel)
-        self.cel["usedPorts"].extend(pv.cel["hostPorts"])
+        self._count(pv)
         self.cel["podCount"] = len(self.pods)
 
     def replace_pod(self, pv: PodInfo) -> None:
@@ -390,10 +387,7 @@ class NodeInfo:
         self._forget(old)
         self.pods[pv.key] = pv  # an existing key keeps its place
         self.cel["pods"][at] = pv.cel
-        self._account(pv, 1)
-        if has_pod_affinity(pv.cel):
-            self.affinity_pods += 1
-        self.cel["usedPorts"].extend(pv.cel["hostPorts"])
+        self._count(pv)
 
     def remove_pod(self, pv: PodInfo) -> bool:
         """Stop counting the pod with `pv.key`; False when it was not on this node."""
@@ -429,6 +423,13 @@ class NodeInfo:
             pods.update((p.key, p) for p in order)
             cels[:] = [p.cel for p in order]
         self.cel["podCount"] = len(pods)
+
+    def _count(self, pv: PodInfo) -> None:
+        """Put a placed pod's requests and host ports on the node (what `_forget` takes off)."""
+        self._account(pv, 1)
+        if has_pod_affinity(pv.cel):
+            self.affinity_pods += 1
+        self.cel["usedPorts"].extend(pv.cel["hostPorts"])
 
     def _forget(self, old: PodInfo) -> None:
         """Take a removed pod's requests and host ports off the node.
