@@ -33,7 +33,7 @@ from policyd.policy.checked import CheckedExpression, CheckedPolicy, default_exp
 from policyd.policy.checker import timeout_value
 from policyd.policy.composition import EffectivePolicy, compose
 from policyd.policy.env import Context
-from policyd.policy.loader import load_policies, load_texts
+from policyd.policy.loader import load_policies, load_texts, shipped_default
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +341,7 @@ def compile_policy_set(
 ) -> pl.CompiledPolicySet:
     """Compose checked policies into profiles by scheduler name and compile them (PolicyError on a
     conflict; instrumented for `coverage` if given)."""
-    composition = compose(checked, scopes)
+    composition = compose(checked, scopes, shipped_default)
     errors = [d for d in composition.diagnostics if d.severity == "error"]
     if errors:
         raise PolicyError(errors)

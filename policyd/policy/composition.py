@@ -14,12 +14,18 @@ comes after the other, or they conflict: two changes with no order between them,
 reweighted, a second plain `queue`/`preemption`, an override of nothing are errors naming both places.
 `compose` is the one function that computes the effective policy; `EffectivePolicy` records for each
 rule where it is defined, its weight, and which layer changed or disabled it and where.
+
+`extends default` names the shipped default.policy when no policy called `default` is among a profile's
+sources (`shipped_default`): a layer over the defaults works alone, from a file, a ConfigMap or an
+installed wheel, without copying or locating that file. A `default` loaded from another file takes
+the name instead, and then it is not looked up elsewhere.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -148,24 +154,43 @@ class Composition:
 
 
 def compose(
-    checked: Sequence[CheckedPolicy], scopes: Mapping[str, frozenset[str]] | None = None
+    checked: Sequence[CheckedPolicy],
+    scopes: Mapping[str, frozenset[str]] | None = None,
+    shipped_default: Callable[[], CheckedPolicy | None] | None = None,
 ) -> Composition:
     """The effective policy of each profile; `scopes`: profile -> the files its policies may come from.
 
     Without `scopes` every policy may join every profile (a set of paths given on the command line);
     with them (a configuration's `profiles[].policySources`) a profile sees only its own files.
+    `shipped_default` returns the shipped default policy, checked: what `extends default` names in a
+    profile none of whose sources defines `default`, unless a `default` of another file is loaded.
     """
     out = Composition()
+    loaded = next((c for c in checked if c.policy.name.value == SHIPPED_DEFAULT), None)
+    fallback = shipped_default
+    other_default = ""  # the file of a `default` that is not the shipped one
+    if loaded is not None:
+        if _is_shipped_default(loaded.policy.file):
+            fallback = lambda: loaded  # noqa: E731 (the loaded file, for profiles without it)
+        else:
+            fallback, other_default = None, loaded.policy.file
     if scopes is None:
         names = sorted({p for c in checked for p in c.policy.profiles})
         pools = {name: list(checked) for name in names}
     else:
         pools = {name: [c for c in checked if c.policy.file in files] for name, files in scopes.items()}
     for name, pool in pools.items():
-        effective = _Composer(name, pool, out).run()
+        effective = _Composer(name, pool, out, fallback, other_default).run()
         if effective is not None:
             out.profiles[name] = effective
     return out
+
+
+def _is_shipped_default(file: str) -> bool:
+    try:
+        return os.path.samefile(file, shipped.default_policy())
+    except (OSError, ValueError):
+        return False  # a ConfigMap key, a playground buffer, a file gone
 
 
 def _ref(span: SourceSpan) -> str:
@@ -175,9 +200,18 @@ def _ref(span: SourceSpan) -> str:
 class _Composer:
     """Composes one profile from the policies it may use."""
 
-    def __init__(self, profile: str, pool: Sequence[CheckedPolicy], out: Composition) -> None:
+    def __init__(
+        self,
+        profile: str,
+        pool: Sequence[CheckedPolicy],
+        out: Composition,
+        fallback: Callable[[], CheckedPolicy | None] | None = None,
+        other_default: str = "",
+    ) -> None:
         self.profile = profile
         self.out = out
+        self.fallback = fallback
+        self.other_default = other_default
         self.by_name: dict[str, CheckedPolicy] = {}
         for c in pool:
             self.by_name.setdefault(c.policy.name.value, c)
@@ -229,14 +263,20 @@ class _Composer:
         included[name] = c
         ancestors: set[str] = set()
         for base in c.policy.extends:
-            target = self.by_name.get(base.value)
+            target = self.base(base.value)
             if target is None:
                 known = ", ".join(sorted(self.by_name)) or "none"
                 message = (
                     f"policy {name!r} extends {base.value!r}, which is not loaded for profile "
                     f"{self.profile!r} (policies: {known})"
                 )
-                if base.value == SHIPPED_DEFAULT:
+                if base.value == SHIPPED_DEFAULT and self.other_default:
+                    message += (
+                        f"; the policy {SHIPPED_DEFAULT!r} of {self.other_default} takes the name, so "
+                        f"the shipped one is not used: list {self.other_default} in the profile's "
+                        "policySources too"
+                    )
+                elif base.value == SHIPPED_DEFAULT:
                     message += (
                         f"; the shipped {SHIPPED_DEFAULT} policy is {shipped.default_policy()}: "
                         "load it too (`policyd lint` it beside this file, or list it in the profile's "
@@ -248,6 +288,15 @@ class _Composer:
             ancestors.add(base.value)
             ancestors |= self.ancestors.get(base.value, frozenset())
         self.ancestors[name] = frozenset(ancestors - {name})
+
+    def base(self, name: str) -> CheckedPolicy | None:
+        """The policy `extends name` names in this profile (the shipped default where none is loaded)."""
+        target = self.by_name.get(name)
+        if target is None and name == SHIPPED_DEFAULT and self.fallback is not None:
+            target = self.fallback()
+            if target is not None:
+                self.by_name[name] = target
+        return target
 
     def order(self, included: Mapping[str, CheckedPolicy]) -> list[CheckedPolicy]:
         """Layers: every policy after the policies it extends; ties by name."""

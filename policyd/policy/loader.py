@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from policyd import shipped
 from policyd.errors import Diagnostic
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
@@ -146,7 +147,7 @@ def load_texts(texts: Mapping[str, str], scopes: Mapping[str, frozenset[str]] | 
         result.diagnostics.extend(checked.diagnostics)
         result.checked.extend(checked.checked)
     result.diagnostics.extend(check_policy_set(result.policies))
-    composition = compose(result.checked, scopes)
+    composition = compose(result.checked, scopes, shipped_default)
     result.diagnostics.extend(composition.diagnostics)
     result.profiles = composition.profiles
     return result
@@ -187,6 +188,21 @@ def _check_file(name: str, text: str) -> _CheckedFile:
         while len(_FILE_CACHE) > _FILE_CACHE_SIZE:
             _FILE_CACHE.popitem(last=False)
     return entry
+
+
+def shipped_default() -> CheckedPolicy | None:
+    """The shipped default.policy, checked once per text (None if it cannot be read or parsed):
+    what `extends default` names when no policy `default` is loaded (`policyd.policy.composition`)."""
+    path = str(shipped.default_policy())
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    checked = _check_file(path, text)
+    if any(d.severity == "error" for d in checked.diagnostics) or len(checked.checked) != 1:
+        return None
+    return checked.checked[0]
 
 
 def check_policy_set(policies: Sequence[ir.Policy]) -> list[Diagnostic]:

@@ -111,3 +111,14 @@ def test_a_misspelled_kind_in_a_directory_is_reported(
     assert re.search(
         r"suite\.yaml:\d+:7: error: unknown kind 'PolicyTestSuit' \(did you mean 'PolicyTestSuite'\?\)", out
     )
+
+
+def test_an_example_extending_default_lints_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Away from the repository, a layer over the defaults needs no other file on the command line."""
+    from policyd import shipped
+
+    for example in ("binpack.policy", "gpu-binpack.policy", "protect-namespace.yaml"):
+        copy = tmp_path / example
+        copy.write_text((shipped.policies_dir() / "examples" / example).read_text(encoding="utf-8"))
+        assert main(["lint", str(copy)]) == 0, example
+        assert capsys.readouterr().out == "", example

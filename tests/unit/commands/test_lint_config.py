@@ -131,25 +131,26 @@ def test_config_lint_agrees_with_a_reload(tmp_path: Path) -> None:
 
 
 def test_lint_config_composes_each_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A policy overriding a rule of a policy its profile does not load is an error at the override."""
-    from policyd import shipped
-
+    """A policy extending a policy its profile does not load is an error at the `extends`; the shipped
+    default is the one base found without being listed."""
+    (tmp_path / "base.policy").write_text('policy base {\n  profiles = ["policyd"]\n}\n')
     (tmp_path / "binpack.policy").write_text(
-        'policy binpack extends default {\n  profiles = ["packed"]\n  disable default/ImageLocality\n}\n'
+        'policy binpack extends base, default {\n  profiles = ["packed"]\n  disable default/ImageLocality\n}\n'
     )
     doc = {
         "profiles": [
             {"schedulerName": "packed", "policySources": [{"path": str(tmp_path / "binpack.policy")}]},
-            {"schedulerName": "policyd", "policySources": [{"path": str(shipped.default_policy())}]},
+            {"schedulerName": "policyd", "policySources": [{"path": str(tmp_path / "base.policy")}]},
         ]
     }
     (tmp_path / "policyd.yaml").write_text(yaml.safe_dump(doc))
     assert main(["lint", "--config", str(tmp_path / "policyd.yaml")]) == 1
     out = capsys.readouterr().out
     assert (
-        f"{tmp_path / 'binpack.policy'}:1:24: error: policy 'binpack' extends 'default', which is not loaded for profile 'packed'"
+        f"{tmp_path / 'binpack.policy'}:1:24: error: policy 'binpack' extends 'base', which is not loaded for profile 'packed'"
         in out
     )
-    doc["profiles"][0]["policySources"].insert(0, {"path": str(shipped.default_policy())})
+    assert "'default'" not in out
+    doc["profiles"][0]["policySources"].insert(0, {"path": str(tmp_path / "base.policy")})
     (tmp_path / "policyd.yaml").write_text(yaml.safe_dump(doc))
     assert main(["lint", "--config", str(tmp_path / "policyd.yaml")]) == 0

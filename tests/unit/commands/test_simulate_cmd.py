@@ -261,3 +261,22 @@ def test_explain_shows_n_a_for_a_score_only_policy_whose_match_is_false(
     assert rows["gamma/Seven"] == ["(raw/norm/weighted)", "n/a"]
     (attempt,) = json.loads(_explain(tmp_path, capsys, GAMMA, "-o", "json"))["attempts"]
     assert attempt["appliedPolicies"] == ["alpha"]
+
+
+def test_a_layer_given_alone_builds_on_the_shipped_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--policies layer.policy` with `extends default`: the default's rules and the layer's both judge."""
+    layer = tmp_path / "layer.policy"
+    layer.write_text(
+        'policy layer extends default {\n  filter NotBig {\n    expr = node.name != "big"\n'
+        '    reason = "node(s) were big"\n  }\n}\n'
+    )
+    cluster = write(tmp_path, [node("small", "1"), node("big", "4"), pod("web", "500m"), pod("wide", "2")])
+    assert main(["simulate", "--policies", str(layer), "--cluster", cluster, "--output", "json"]) == 0
+    by_pod = {p["pod"]: p for p in json.loads(capsys.readouterr().out)["placements"]}
+    assert by_pod["default/web"]["node"] == "small"  # the layer's filter
+    assert by_pod["default/wide"]["node"] is None
+    assert by_pod["default/wide"]["message"].startswith(  # NodeResourcesFit of the default
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were big."
+    )

@@ -189,15 +189,60 @@ def test_overrides_must_name_what_the_policy_extends(text: str, message: str) ->
     assert len(errors) == 1 and errors[0].startswith("/p/x.policy:1:") and message in errors[0], errors
 
 
-def test_extending_the_shipped_default_without_loading_it_names_the_file_to_load() -> None:
-    def errors(text: str) -> list[str]:
-        result = load_texts({"/p/x.policy": text})
-        return [d.message for d in result.diagnostics if d.severity == "error"]
+def test_extends_default_alone_builds_on_the_shipped_default() -> None:
+    """With no policy `default` loaded, `extends default` is the shipped file, as a base only."""
+    layer = 'policy x extends default {\n  profiles = ["packed"]\n  disable default/ImageLocality\n}\n'
+    result = load_texts({"/p/x.policy": layer})
+    assert [d.format() for d in result.diagnostics if d.severity == "error"] == []
+    assert list(result.profiles) == ["packed"]  # the shipped default joins no profile of its own
+    packed = result.profiles["packed"]
+    assert packed.policies == ("default", "x")
+    assert packed.layers[0].policy.file == str(shipped.default_policy())
+    rules = {r.qualified: r for r in packed.rules}
+    assert not rules["default/ImageLocality"].enabled and rules["default/NodeResourcesFit"].enabled
+    assert [p.name.value for p in result.policies] == ["x"]  # what was loaded stays what was given
+    compiled = compile_sources({"/p/x.policy": layer}, generation=1).profiles["packed"]
+    assert compiled.policies == ("default", "x")
 
-    found = errors("policy x extends default { }\n")
+
+def test_a_default_of_another_file_takes_the_name() -> None:
+    """A policy `default` that is not the shipped file is what `extends default` names: a profile
+    whose sources lack it is told to list that file, and the shipped one is not looked up."""
+    other = 'policy default {\n  profiles = ["other"]\n}\n'
+    layer = 'policy x extends default {\n  profiles = ["packed"]\n}\n'
+    texts = {"/p/default.policy": other, "/p/x.policy": layer}
+    result = load_texts(
+        texts, {"packed": frozenset({"/p/x.policy"}), "other": frozenset({"/p/default.policy"})}
+    )
+    found = [d.message for d in result.diagnostics if d.severity == "error"]
+    assert len(found) == 1, found
+    assert "policy 'x' extends 'default', which is not loaded for profile 'packed'" in found[0]
+    assert "the policy 'default' of /p/default.policy takes the name" in found[0]
+    assert str(shipped.default_policy()) not in found[0]
+    # unscoped, the other file's `default` is the base
+    assert load_texts(texts).profiles["packed"].layers[0].policy.file == "/p/default.policy"
+
+
+def test_a_profile_without_the_loaded_shipped_default_still_builds_on_it() -> None:
+    """The shipped file listed for one profile is the base of another profile that extends it."""
+    path = str(shipped.default_policy())
+    layer = 'policy x extends default {\n  profiles = ["packed"]\n}\n'
+    texts = {path: DEFAULT, "/p/x.policy": layer}
+    result = load_texts(texts, {"packed": frozenset({"/p/x.policy"}), "policyd": frozenset({path})})
+    assert [d.format() for d in result.diagnostics if d.severity == "error"] == []
+    assert result.profiles["packed"].policies == ("default", "x")
+    assert result.profiles["packed"].layers[0] is result.profiles["policyd"].layers[0]
+
+
+def test_without_the_shipped_default_at_hand_the_error_names_the_file_to_load() -> None:
+    from policyd.policy.composition import compose
+
+    layer = load_texts({"/p/x.policy": "policy x extends default { }\n"}).checked
+    found = [d.message for d in compose(layer).diagnostics if d.severity == "error"]
     assert len(found) == 1, found
     assert f"the shipped default policy is {shipped.default_policy()}: load it too" in found[0]
-    assert "shipped" not in errors("policy x extends nothing { }\n")[0]
+    nothing = load_texts({"/p/x.policy": "policy x extends nothing { }\n"})
+    assert "shipped" not in [d.message for d in nothing.diagnostics if d.severity == "error"][0]
     # the hint's name is the shipped policy's own
     assert [p.name.value for p in load_texts({BASE: DEFAULT}).policies] == [SHIPPED_DEFAULT]
 
