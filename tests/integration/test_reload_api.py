@@ -136,3 +136,23 @@ def test_configmap_edits_take_effect_bad_edits_are_rejected_and_fixes_accepted(
     assert wait_for(lambda: node_of(kube, ns, "p4")) == node_a
     assert metric(runner, "policyd_policy_last_reload_success") == 1
     assert metric(runner, "policyd_policy_reload_total", result="success") == 3
+
+
+def test_a_configmap_holding_only_a_layer_builds_on_the_shipped_default(
+    kube: KubeClient, k8s: KubeTestContext, runner: Runner
+) -> None:
+    """`extends default` in a ConfigMap's only policy: the shipped default's rules judge too."""
+    ns, tag = k8s.namespace, uuid.uuid4().hex[:8]
+    key = f"policyd.test/zone-{tag}"
+    small, large = f"small-{tag}", f"large-{tag}"
+    make_node(kube, small, cpu="1", labels={key: "a"})
+    make_node(kube, large, cpu="4", labels={key: "a"})
+    layer = zone_policy(key, "a").replace("policy zones {", "policy zones extends default {")
+    put_configmap(kube, ns, "policies", layer, create=True)
+    runner.start()
+    runner.campaign()
+    scheduler = runner.scheduler
+    assert scheduler is not None
+    assert scheduler.policies.profiles["policyd"].policies == ("default", "zones")
+    make_pod(kube, ns, "wide", cpu="2")  # fits only the large node: the default's NodeResourcesFit
+    assert wait_for(lambda: node_of(kube, ns, "wide")) == large
