@@ -21,9 +21,8 @@ from typing import Any
 
 import yaml
 
-from policyd.commands.suite import SUITE_KIND, object_diagnostics
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
-from policyd.policy.documents import check_document, kinds_of
+from policyd.policy.documents import SUITE_KIND, check_document, kinds_of
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.service import config as configuration
 from policyd.service.reload import ConfigMapSource
@@ -82,7 +81,10 @@ def load_paths(paths: list[str]) -> LoadResult:
                 text = f.read()
             found = check_document(path, text)
             if SUITE_KIND in kinds_of(text) and not any(d.severity == "error" for d in found):
-                found += object_diagnostics(path, text)  # the suites' Kubernetes objects
+                # the suites' Kubernetes objects; imported here, as it brings in the simulator
+                from policyd.commands.suite import object_diagnostics
+
+                found += object_diagnostics(path, text)
             result.diagnostics.extend(found)
         except (OSError, UnicodeDecodeError) as e:
             result.io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")

@@ -27,7 +27,7 @@ from policyd.compiler.profiles import compile_paths
 from policyd.errors import Diagnostic, PolicydError
 from policyd.evaluation.coverage import CoverageCollector
 from policyd.framework import CompiledPolicySet, CompiledProfile, FilterFailure
-from policyd.policy.documents import POLICY_KIND, check_document, kinds_of
+from policyd.policy.documents import POLICY_KIND, SUITE_KIND, check_document, kinds_of
 from policyd.policy.source import SourceFile
 from policyd.policy.yaml_schema import SchemaDocument, documents
 from policyd.scheduler.algorithm.scoring import ScoreTable
@@ -35,7 +35,6 @@ from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.objects import pod_info
 from policyd.scheduler.queue import QueueConfig, SchedulingQueue
 
-SUITE_KIND = "PolicyTestSuite"
 PASS = "pass"
 SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
 # the lists of Kubernetes objects in a suite and in its cases, and the kind each holds

@@ -27,10 +27,11 @@ from policyd.policy.source import SourceFile
 from policyd.policy.yaml_schema import SchemaDocument, documents
 
 POLICY_KIND = "SchedulingPolicy"
+SUITE_KIND = "PolicyTestSuite"
 # kind -> shipped schema name
 KIND_SCHEMAS: Mapping[str, str] = {
     POLICY_KIND: "policy",
-    "PolicyTestSuite": "policytest",
+    SUITE_KIND: "policytest",
     "PolicydConfiguration": "config",
 }
 API_GROUP = "policyd.io/"

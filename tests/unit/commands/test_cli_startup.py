@@ -53,6 +53,18 @@ def test_a_command_imports_its_own_module_not_the_others() -> None:
     assert not loaded & {"policyd.commands.run", "policyd.commands.bench", "policyd.commands.playground"}
 
 
+def test_linting_a_policy_imports_neither_the_suite_runner_nor_the_simulator() -> None:
+    """`policyd lint FILE` (an editor's check on save) brings in the simulator only for a test suite."""
+    from policyd import shipped
+
+    example = str(shipped.policies_dir() / "examples" / "binpack.policy")
+    loaded = _modules_loaded_by(["lint", example])
+    assert "policyd.commands.lint" in loaded and "policyd.commands.suite" not in loaded
+    assert "policyd.commands.simulate" not in loaded
+    suites = _modules_loaded_by(["lint", str(shipped.policies_dir() / "tests")])
+    assert "policyd.commands.suite" in suites
+
+
 def test_a_command_still_parses_and_runs_its_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "1 + 2"]) == 0
     assert capsys.readouterr().out.strip() == "3"
