@@ -120,6 +120,18 @@ def test_lint_a_yaml_policy(installed: Installed) -> None:
     )
 
 
+def test_a_layer_over_the_defaults_lints_and_simulates_alone(installed: Installed) -> None:
+    """`extends default` finds the default.policy inside the installed package, from any directory."""
+    example = Path(installed.value("shipped.policies_dir()")) / "examples" / "binpack.policy"
+    layer = installed.cwd / "binpack.policy"
+    layer.write_text(example.read_text(encoding="utf-8"))
+    assert installed.policyd("lint", str(layer)) == ""
+    effective = installed.policyd("effective", str(layer))
+    assert effective.startswith("profile binpack (layers: default, binpack)")
+    assert installed.value("shipped.default_policy()") in effective
+    installed.policyd("simulate", "--policies", str(layer))
+
+
 def test_every_shipped_suite(installed: Installed) -> None:
     suites = sorted(Path(installed.value("shipped.policies_dir()")).joinpath("tests").glob("*.yaml"))
     assert len(suites) >= 4
