@@ -19,7 +19,7 @@ from lark import Lark, Token, Tree
 from lark.parsers.lalr_interactive_parser import InteractiveParser
 
 from policyd.cel import syntax as cel_ast
-from policyd.cel.parser import GRAMMAR_DIR, CelTreeBuilder
+from policyd.cel.parser import GRAMMAR_DIR, CelTreeBuilder, parser_cache
 from policyd.errors import CelError, Diagnostic
 from policyd.policy import syntax as ir
 from policyd.policy.delimiters import scan
@@ -74,6 +74,7 @@ def _parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         import_paths=[GRAMMAR_DIR],
+        cache=parser_cache("policy", grammar),
     )
 
 
