@@ -98,7 +98,7 @@ def parser_cache(name: str, grammar: str) -> str | bool:
     """Where Lark keeps the analysed LALR tables of `grammar` between processes (its `cache` option),
     or False where there is no cache directory and none can be made (a read-only file system).
 
-    Building the tables of CEL and of the policy grammar takes about 0.2 s, a third of a `policyd
+    Building the tables of CEL and of the policy grammar takes about 0.2 s, a quarter of a `policyd
     lint FILE`; loading them takes a tenth of that. The file is in the user's cache directory
     (`$XDG_CACHE_HOME/policyd`, else `~/.cache/policyd`), never a shared temporary directory, as it
     is a pickle. Its name holds a digest of the grammar, Lark's version and Python's; Lark checks the
