@@ -160,7 +160,8 @@ def test_policyd_run_serves_kube_scheduler_metrics_and_logs_its_lifecycle_at_the
     cfg.write_text(yaml.safe_dump({"leaderElection": lease}))
     args = [sys.executable, "-m", "policyd.cli", "run", "--kubeconfig", str(control_plane.kubeconfig_path)]
     args += ["--config", str(cfg), "--policies", str(REPO / "policies" / "default.policy"), "--port", "0"]
-    with open(tmp_path / "stderr.log", "w+") as log:
+    # appending: the process's writes go to the end, whatever our reads' seek(0) did to the shared offset
+    with open(tmp_path / "stderr.log", "a+") as log:
         proc = subprocess.Popen(args, cwd=REPO, stderr=log, text=True, env=dict(os.environ))
         try:
 

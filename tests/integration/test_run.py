@@ -45,8 +45,10 @@ def launch(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
         cfg.write_text(yaml.safe_dump(doc))
         args = [sys.executable, "-m", "policyd.cli", "-v", "run", "--kubeconfig", kubeconfig]
         args += ["--config", str(cfg), "--policies", POLICY, "--port", "0", *extra]
-        # stderr to a file: a full pipe would block the process
-        log = open(tmp_path / f"policyd-{len(procs)}.log", "w+")  # noqa: SIM115 (closed below)
+        # stderr to a file: a full pipe would block the process. Appending: the process's descriptor
+        # shares its offset with ours, so a write of its that came between our seek(0) and our read
+        # would land at the start and overwrite the first lines; with O_APPEND it goes to the end.
+        log = open(tmp_path / f"policyd-{len(procs)}.log", "a+")  # noqa: SIM115 (closed below)
         proc = subprocess.Popen(args, cwd=REPO, stderr=log, text=True, env=dict(os.environ))
         proc.log = log  # type: ignore[attr-defined]
         procs.append(proc)

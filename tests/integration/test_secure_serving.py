@@ -52,7 +52,8 @@ def test_metrics_need_an_authorised_token_and_probes_need_none(
     port = free_port()
     args = [sys.executable, "-m", "policyd.cli", "-v", "run", "--kubeconfig", policyd, "--policies", POLICY]
     args += ["--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", str(port)]
-    with open(tmp_path / "policyd.log", "w+") as log:
+    # appending: the process's writes go to the end, whatever our reads' seek(0) did to the shared offset
+    with open(tmp_path / "policyd.log", "a+") as log:
         proc = subprocess.Popen(args, cwd=REPO, stderr=log, text=True)
         try:
             base = f"https://127.0.0.1:{port}"
