@@ -115,7 +115,8 @@ def pod_state(obj: KubeObject) -> str:
 
 
 class PodTracker:
-    """Watches every pod: when each was first seen bound, which are unschedulable; reaps deleted pods."""
+    """Watches every pod: when each was first seen bound, which are unschedulable, when each was seen
+    deleted; reaps deleted pods."""
 
     def __init__(self, client: Any) -> None:
         from policyd.backends.kube.informer import Informer, Resource
@@ -123,6 +124,7 @@ class PodTracker:
 
         self.client = client
         self.bound_at: dict[str, float] = {}
+        self.gone_at: dict[str, float] = {}  # seen deleted (a preemption victim once the reaper finished it)
         self.unschedulable: set[str] = set()
         self._cond = threading.Condition()
         # the kubelets' part: a pod being deleted is finished at once, every one in flight together
@@ -170,7 +172,9 @@ class PodTracker:
     def _deleted(self, obj: KubeObject) -> None:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
+        now = time.monotonic()
         with self._cond:
+            self.gone_at.setdefault(key, now)
             self.unschedulable.discard(key)
             self._cond.notify_all()
 
@@ -231,6 +235,11 @@ class PodTracker:
         """(how many of `keys` are bound, monotonic time the last of them was first seen bound)."""
         count, _, last = self.bound_span(keys)
         return count, last
+
+    def deletions(self, since: float, until: float) -> list[float]:
+        """When each pod seen deleted between `since` and `until` (monotonic, both included) was seen so."""
+        with self._cond:
+            return sorted(t for t in self.gone_at.values() if since <= t <= until)
 
     def bound_span(self, keys: Sequence[str]) -> tuple[int, float, float]:
         """(how many of `keys` are bound, when the first and the last of them were first seen bound)."""
@@ -309,6 +318,8 @@ class _Measurement:
     after: str | None = None
     events_before: int | None = None  # Event writes the API server had accepted at the release
     events_by_last_bind: float = math.nan  # and since then, read once the last measured bind was seen
+    deleted_by_last_bind: float = math.nan  # pods seen deleted from the release to the last measured bind
+    deleted_after_first_bind: float = math.nan  # of them, those seen deleted after the first measured bind
 
 
 class WorkloadRun:
@@ -450,6 +461,10 @@ class WorkloadRun:
             if m.events_before is not None:
                 m.events_by_last_bind = event_writes(client.text("/metrics")) - m.events_before
             m.seconds = last - first if m.scheduled > 1 else 0.0
+            if m.scheduled:
+                gone = tracker.deletions(m.released, last)
+                m.deleted_by_last_bind = len(gone)
+                m.deleted_after_first_bind = sum(1 for t in gone if t > first)
             m.first_bind_seconds = first - m.released if m.scheduled else 0.0
             m.after = self._settled_metrics(sched, m.before, m.scheduled)
             if m.scheduled < len(m.pods):
@@ -507,6 +522,8 @@ class WorkloadRun:
             create_pods_per_second=round(len(m.pods) / m.creating_seconds, 1) if m.creating_seconds else 0.0,
             creation=CREATION,
             events_by_last_bind=m.events_by_last_bind,
+            deleted_by_last_bind=m.deleted_by_last_bind,
+            deleted_after_first_bind=m.deleted_after_first_bind,
             setup_seconds=round(setup_seconds, 1),
             round=round_number,
             machine=machine(),

@@ -166,6 +166,11 @@ class E2EResult:
     creation: str = ""  # how the measured pods reached the scheduler (`CREATION_METHODS`)
     # Event writes the API server accepted from the release to the last measured bind (nan: not read)
     events_by_last_bind: float = math.nan
+    # pods seen deleted (on the watch) from the release to the last measured bind, and of them those
+    # seen deleted after the first measured bind: preemption victims the API server was still finishing
+    # while the scheduler bound (nan: not read)
+    deleted_by_last_bind: float = math.nan
+    deleted_after_first_bind: float = math.nan
     machine: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -192,6 +197,8 @@ MEDIAN_FIELDS = (
     "peak_rss_mib",
     "create_pods_per_second",
     "events_by_last_bind",
+    "deleted_by_last_bind",
+    "deleted_after_first_bind",
 )
 
 
@@ -218,6 +225,8 @@ class E2EMedian:
     peak_rss_mib: float
     create_pods_per_second: float  # with the scheduler stopped meanwhile: not a bound on pods/s
     events_by_last_bind: float
+    deleted_by_last_bind: float
+    deleted_after_first_bind: float
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (one entry of the result file's `medians`)."""
@@ -301,8 +310,9 @@ def creation(results: Sequence[E2EResult]) -> str:
 MARKDOWN_HEADER = (
     "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | paired ratio | "
     "pods/s from release | first bind s | attempt p50 ms | attempt p90 ms | attempt p99 ms | "
-    "algorithm p50 ms | peak RSS MiB | pods created/s | Events by last bind |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "algorithm p50 ms | peak RSS MiB | pods created/s | Events by last bind | pods deleted by last bind | "
+    "of them after first bind |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
 
@@ -320,7 +330,8 @@ def markdown_row(m: E2EMedian, ratio: float | None = None, paired: float | None 
         f"{m.pods_per_second:.1f} | {ratio_text} | {paired_text} | {m.pods_per_second_from_release:.1f} | "
         f"{m.first_bind_seconds:.2f} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
         f"{_ms(m.attempt_p99_ms)} | {_ms(m.algorithm_p50_ms)} | {m.peak_rss_mib:.0f} | "
-        f"{m.create_pods_per_second:.1f} | {_count(m.events_by_last_bind)} |\n"
+        f"{m.create_pods_per_second:.1f} | {_count(m.events_by_last_bind)} | "
+        f"{_count(m.deleted_by_last_bind)} | {_count(m.deleted_after_first_bind)} |\n"
     )
 
 
@@ -344,7 +355,9 @@ def markdown_table(results: Sequence[E2EResult]) -> str:
         "the median of each round's policyd / kube-scheduler; from release: measured pods bound / "
         "(last bind - release); "
         "Events by last bind: Event writes the API server accepted between the release and the last "
-        "measured bind (apiserver_request_total).\n\n"
+        "measured bind (apiserver_request_total); pods deleted by last bind: pods seen deleted on a "
+        "watch between the release and the last measured bind (preemption victims), and of them after "
+        "first bind: those the API server finished deleting while the measured pods were being bound.\n\n"
     )
     return intro + MARKDOWN_HEADER + "".join(rows)
 
@@ -356,7 +369,9 @@ def run_line(r: E2EResult) -> str:
         f"{r.pods_per_second:.1f} pods/s ({r.pods_per_second_from_release:.1f} from release, first bind "
         f"after {r.first_bind_seconds:.2f} s), attempt p50/p90/p99 {_ms(r.attempt_p50_ms)}/"
         f"{_ms(r.attempt_p90_ms)}/{_ms(r.attempt_p99_ms)} ms, peak RSS {r.peak_rss_mib:.0f} MiB, "
-        f"{_count(r.events_by_last_bind)} Events written by the last bind"
+        f"{_count(r.events_by_last_bind)} Events written by the last bind, "
+        f"{_count(r.deleted_by_last_bind)} pods deleted by then ({_count(r.deleted_after_first_bind)} "
+        "after the first bind)"
     )
 
 

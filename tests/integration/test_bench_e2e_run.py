@@ -33,6 +33,7 @@ def test_tiny_workload_with_both_schedulers(tmp_path: Path, envtest_assets: Path
         # read on the API server's own counters: a number, never more than an Event per measured pod
         # and its updates would explain (30 Scheduled Events at most, each created once)
         assert 0 <= r.events_by_last_bind <= 30, r.events_by_last_bind
+        assert (r.deleted_by_last_bind, r.deleted_after_first_bind) == (0, 0)  # nothing preempted
     assert results[0].attempt_metric == "scheduler_e2e_scheduling_duration_seconds"
     assert results[1].attempt_metric == "scheduler_scheduling_attempt_duration_seconds"
     json_path, md_path = e2e_report.write_results(results, str(tmp_path))
@@ -60,6 +61,11 @@ def test_tiny_preemption_waits_for_every_preemptor_to_be_bound(envtest_assets: P
         assert (r.nodes, r.measured_pods, r.scheduled) == (4, 4, 4), progress
         assert r.creation == e2e.CREATION
         assert r.first_bind_seconds > 0 and r.pods_per_second_from_release > 0
+        # each preemptor evicts 3 of its node's 4 pods (4 x 900m + 3000m > 4 cpu); a preemptor is bound
+        # only once its victims are gone, so all 12 were seen deleted by the last bind, and those of the
+        # first preemptor bound before its bind
+        assert r.deleted_by_last_bind == 12, (r.deleted_by_last_bind, progress)
+        assert 0 <= r.deleted_after_first_bind <= 9, r.deleted_after_first_bind
 
 
 def _children(pid: int) -> list[str]:

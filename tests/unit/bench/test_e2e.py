@@ -190,6 +190,8 @@ def test_ratios_and_table() -> None:
         result("SchedulingNodeAffinity/5000Nodes", e2e.POLICYD, 20.0),  # no kube-scheduler run
     ]
     results[1].events_by_last_bind = 640.0  # the others were not read (nan)
+    results[1].deleted_by_last_bind = 1500.0
+    results[1].deleted_after_first_bind = 912.0
     assert report.ratios(report.medians(results)) == {"SchedulingBasic/5000Nodes": 1.1}
     lines = report.markdown_table(results).splitlines()
     assert lines[0].startswith("Medians over rounds; each scheduler's client: QPS 50, burst 100; ")
@@ -201,9 +203,10 @@ def test_ratios_and_table() -> None:
     assert len(table) == 2 + 3
     assert table[2] == (
         "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  |  | 25.0 | 0.50 | 12.3 "
-        "| 20.0 | - | 1.0 | 123 | 60.0 | - |"
+        "| 20.0 | - | 1.0 | 123 | 60.0 | - | - | - |"
     )
-    assert "| 55.0 | 1.10x | 1.10x | 27.5 |" in table[3] and table[3].endswith("| 60.0 | 640 |")
+    assert "| 55.0 | 1.10x | 1.10x | 27.5 |" in table[3] and table[3].endswith("| 60.0 | 640 | 1500 | 912 |")
+    assert "| pods deleted by last bind | of them after first bind |" in table[0]
     assert "Events by last bind" in table[0] and "paired ratio" in table[0]
     assert "| 20.0 |  |  | 10.0 |" in table[4]
 
@@ -353,6 +356,20 @@ def test_wait_bound_gives_up_when_no_bind_comes_for_the_stall_time() -> None:
     tracker.observe(parked("never"))
     tracker.wait_bound(["ns/never"], stall=0.0, alive=lambda: None)  # returns, does not raise
     assert tracker.bound_span(["ns/never"])[0] == 0
+    tracker.stop()
+
+
+def test_deletions_are_the_pods_seen_deleted_in_the_span_each_at_its_first_sighting() -> None:
+    tracker = e2e.PodTracker(FakeClient())
+    seen: dict[str, float] = {}
+    for name in ("early", "victim", "late"):
+        tracker._deleted(bound(name))
+        seen[name] = tracker.gone_at[f"ns/{name}"]
+    tracker._deleted(bound("victim"))  # seen again (a relist): the first sighting stands
+    assert tracker.gone_at["ns/victim"] == seen["victim"]
+    assert tracker.deletions(seen["victim"], seen["late"]) == [seen["victim"], seen["late"]]
+    assert tracker.deletions(seen["early"], seen["victim"]) == [seen["early"], seen["victim"]]
+    assert tracker.deletions(seen["late"] + 1.0, seen["late"] + 2.0) == []
     tracker.stop()
 
 
