@@ -33,6 +33,7 @@ import hashlib
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,17 +95,19 @@ MACRO_NAMES = frozenset(
 CEL_MACROS = frozenset({"bind", "block", "index", "iterVar", "accuVar"})
 
 
-def parser_cache(name: str, grammar: str) -> str | bool:
+def parser_cache(name: str, grammar: str, import_paths: Sequence[str] = ()) -> str | bool:
     """Where Lark keeps the analysed LALR tables of `grammar` between processes (its `cache` option),
     or False where there is no cache directory and none can be made (a read-only file system).
 
     Building the tables of CEL and of the policy grammar takes about 0.2 s, a quarter of a `policyd
     lint FILE`; loading them takes a tenth of that. The file is in the user's cache directory
     (`$XDG_CACHE_HOME/policyd`, else `~/.cache/policyd`), never a shared temporary directory, as it
-    is a pickle. Its name holds a digest of the grammar, Lark's version and Python's; Lark checks the
-    grammar, its options and the files it imports again when it loads the file, and builds and
-    rewrites it when they differ or the file is unreadable (another process half-way through
-    writing it).
+    is a pickle. Its name holds a digest of the grammar, Lark's version and Python's, and of
+    `import_paths`, the directories the grammar imports from (Lark's option of that name). Lark checks
+    the grammar, its options and the files it imports again when it loads the file, and builds and
+    rewrites it when they differ or the file is unreadable (another process half-way through writing
+    it). Without the directories in the name, two checkouts or installations used in turn would each
+    find the other's file, build the tables and write over it.
     """
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     directory = os.path.join(base, "policyd")
@@ -112,7 +115,7 @@ def parser_cache(name: str, grammar: str) -> str | bool:
         os.makedirs(directory, exist_ok=True)
     except OSError:
         return False  # Lark also carries on when it cannot write the file
-    key = f"{grammar}\0{lark.__version__}\0{sys.version_info[:2]}"
+    key = "\0".join((grammar, lark.__version__, str(sys.version_info[:2]), *import_paths))
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
     return os.path.join(directory, f"{name}-{digest}.lark")
 

@@ -67,14 +67,15 @@ _OPERATORS = {
 def _parser() -> Lark:
     with open(GRAMMAR_PATH, encoding="utf-8") as f:
         grammar = f.read()
+    imports = [GRAMMAR_DIR]  # cel.lark
     return Lark(
         grammar,
         parser="lalr",
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=True,
-        import_paths=[GRAMMAR_DIR],
-        cache=parser_cache("policy", grammar),
+        import_paths=imports,
+        cache=parser_cache("policy", grammar, imports),
     )
 
 

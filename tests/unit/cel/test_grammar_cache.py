@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from lark import Lark
 
 from policyd.cel.parser import parser_cache
 
@@ -64,3 +65,31 @@ def test_a_broken_file_is_built_again_and_errors_keep_their_place(tmp_path: Path
     assert kept.stat().st_size > 100  # written again whole
     cached = _policyd(tmp_path, "lint", str(policy))
     assert cached.stdout == done.stdout  # the loaded tables report the same error at the same place
+
+
+def test_a_grammar_imported_from_two_directories_keeps_a_file_for_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two checkouts or installations used in turn: each loads its own tables, neither rewrites the
+    other's (Lark rebuilds a cache file whose import paths differ from the parser's)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    grammar = "%import shared.WORD\nstart: WORD\n"
+    checkouts = [tmp_path / "a", tmp_path / "b"]
+    for directory in checkouts:
+        directory.mkdir()
+        (directory / "shared.lark").write_text("WORD: /[a-z]+/\n")
+
+    def build(directory: Path) -> tuple[Lark, Path]:
+        imports = [str(directory)]
+        cache = parser_cache("shared", grammar, imports)
+        assert isinstance(cache, str)
+        return Lark(grammar, parser="lalr", import_paths=imports, cache=cache), Path(cache)
+
+    _, first = build(checkouts[0])
+    _, second = build(checkouts[1])
+    assert first != second and first.exists() and second.exists()
+    written = first.stat().st_mtime_ns, second.stat().st_mtime_ns
+    again, _ = build(checkouts[0])
+    build(checkouts[1])
+    assert (first.stat().st_mtime_ns, second.stat().st_mtime_ns) == written  # loaded, not rebuilt
+    assert str(again.parse("abc").children[0]) == "abc"
