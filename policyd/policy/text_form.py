@@ -411,17 +411,16 @@ class _PolicyBuilder:
 
     def _score(self, tree: Tree[Any], fields: dict[str, Any]) -> None:
         name_tok, values = self._rule_fields(tree, "score")
-        weight = 1
+        # a bad weight or normalize is reported and the rule kept with the default in its place, so
+        # that its expression is still checked (its errors reported, the lets it reads counted as used)
+        weight: int | None = 1
         if "weight" in values:
-            given = self._weight(values["weight"])
-            if given is None:
-                return
-            weight = given
+            weight = self._weight(values["weight"])
         normalize: Any = "none"
         if "normalize" in values:
             normalize = self._normalize(values["normalize"])
-            if normalize is None:
-                return
+        weight = 1 if weight is None else weight
+        normalize = "none" if normalize is None else normalize
         if not self._require(values, "expr", name_tok, "score"):
             return
         fields["scores"].append(ir.ScoreRule(self.name(name_tok), values["expr"], weight, normalize))

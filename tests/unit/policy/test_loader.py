@@ -67,6 +67,29 @@ def test_lets_scope_and_unused_warning(tmp_path: Path) -> None:
     assert not any(d[:2] == (3, 11) for d in found)
 
 
+def test_a_score_with_a_bad_weight_or_normalize_still_has_its_expression_checked(tmp_path: Path) -> None:
+    """The bad value is reported, and so are the errors of the rule's expression; the lets the rule
+    reads are used (they were reported as never used when the rule was dropped)."""
+    text = (
+        "policy s {\n"
+        '  let free = node.free["cpu"]\n'
+        '  score A { expr = free > "x" normalize = most }\n'
+        "  score B { expr = free weight = -1 }\n"
+        "}\n"
+    )
+    (tmp_path / "p.policy").write_text(text)
+    result = load_policies([str(tmp_path / "p.policy")])
+    found = sorted(
+        (d.span.line, d.span.column, d.message) for d in result.diagnostics if d.severity == "error"
+    )
+    assert [(line, col) for line, col, _ in found] == [(3, 25), (3, 43), (4, 34)], found
+    assert "no matching overload for '_>_'" in found[0][2]
+    assert "unknown normalize value 'most'" in found[1][2]
+    assert "weight -1 is negative" in found[2][2]
+    assert not any("never used" in d.message for d in result.diagnostics), result.diagnostics
+    assert result.has_errors
+
+
 def test_duplicate_let_and_rule_and_sections(tmp_path: Path) -> None:
     found = _load(
         tmp_path,
