@@ -343,6 +343,9 @@ class _PolicyBuilder:
             if problem is not None:
                 self.error(problem, start, tok.end_pos, code="bad-value")
                 continue
+            if name in names:
+                self.error(f"profile {name!r} is listed twice", start, tok.end_pos, code="bad-value")
+                continue
             names.append(name)
         if not any(isinstance(t, Token) for t in tree.children):
             self.error("profiles: at least one scheduler name is required", tree.meta.start_pos)

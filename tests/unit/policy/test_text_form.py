@@ -145,6 +145,22 @@ def test_profile_names_are_checked_as_the_config_schema_checks_them() -> None:
     ]
 
 
+def test_a_profile_listed_twice_is_an_error_in_either_form() -> None:
+    from policyd.policy.yaml_form import parse_policy_yaml
+
+    text = 'policy p {\n  profiles = ["a", "b", "a"]\n}\n'
+    found = [(d.span.line, d.span.column, d.message) for d in parse_policy_text(text, "p.policy").diagnostics]
+    assert found == [(2, 25, "profile 'a' is listed twice")]
+    document = (
+        "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: p}\n"
+        "spec:\n  profiles: [a, b, a]\n"
+    )
+    found = [
+        (d.span.line, d.span.column, d.message) for d in parse_policy_yaml(document, "p.yaml").diagnostics
+    ]
+    assert found == [(5, 13, "spec.profiles: ['a', 'b', 'a'] has non-unique elements")]
+
+
 def test_profile_name_pattern_is_the_config_schemas() -> None:
     from policyd import shipped
     from policyd.policy.syntax import PROFILE_NAME
