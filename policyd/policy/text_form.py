@@ -279,7 +279,13 @@ class _PolicyBuilder:
                 continue
             kind = str(item.data)
             if kind == "extends":
-                extends.extend(self.name(t) for t in item.children if isinstance(t, Token))
+                for t in item.children:
+                    if not isinstance(t, Token):
+                        continue
+                    if any(base.value == str(t) for base in extends):
+                        self.error(f"extends {str(t)!r} twice", t.start_pos or 0, t.end_pos, code="bad-value")
+                        continue
+                    extends.append(self.name(t))
                 continue
             if kind == "disable":
                 overrides.extend(

@@ -145,20 +145,31 @@ def test_profile_names_are_checked_as_the_config_schema_checks_them() -> None:
     ]
 
 
-def test_a_profile_listed_twice_is_an_error_in_either_form() -> None:
+def test_a_profile_or_a_base_listed_twice_is_an_error_in_either_form() -> None:
     from policyd.policy.yaml_form import parse_policy_yaml
 
-    text = 'policy p {\n  profiles = ["a", "b", "a"]\n}\n'
-    found = [(d.span.line, d.span.column, d.message) for d in parse_policy_text(text, "p.policy").diagnostics]
-    assert found == [(2, 25, "profile 'a' is listed twice")]
-    document = (
-        "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: p}\n"
-        "spec:\n  profiles: [a, b, a]\n"
-    )
-    found = [
-        (d.span.line, d.span.column, d.message) for d in parse_policy_yaml(document, "p.yaml").diagnostics
+    def text_errors(text: str) -> list[tuple[int, int, str]]:
+        return [
+            (d.span.line, d.span.column, d.message) for d in parse_policy_text(text, "p.policy").diagnostics
+        ]
+
+    def yaml_errors(spec: str) -> list[tuple[int, int, str]]:
+        head = "apiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: p}\nspec:\n"
+        return [
+            (d.span.line, d.span.column, d.message)
+            for d in parse_policy_yaml(head + spec, "p.yaml").diagnostics
+        ]
+
+    assert text_errors('policy p {\n  profiles = ["a", "b", "a"]\n}\n') == [
+        (2, 25, "profile 'a' is listed twice")
     ]
-    assert found == [(5, 13, "spec.profiles: ['a', 'b', 'a'] has non-unique elements")]
+    assert yaml_errors("  profiles: [a, b, a]\n") == [
+        (5, 13, "spec.profiles: ['a', 'b', 'a'] has non-unique elements")
+    ]
+    assert text_errors("policy p extends default, b, default {\n}\n") == [(1, 30, "extends 'default' twice")]
+    assert yaml_errors("  extends: [default, default]\n") == [
+        (5, 12, "spec.extends: ['default', 'default'] has non-unique elements")
+    ]
 
 
 def test_profile_name_pattern_is_the_config_schemas() -> None:
