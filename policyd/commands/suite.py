@@ -126,7 +126,38 @@ def object_diagnostics(path: str, text: str) -> list[Diagnostic]:
             for found in violations({**obj, "kind": obj.get("kind") or kind}, path):
                 node = _field_node(doc.root, [*where, *_field_parts(found.field)])
                 doc.error_at(node, f"{found.obj}: {found.field}: {found.message}", "object")
+        _duplicates(doc, data)
     return diagnostics
+
+
+def _duplicates(doc: SchemaDocument, suite: Mapping[str, Any]) -> None:
+    """A node, pod or PodDisruptionBudget named twice in one case's cluster (the suite's objects and
+    the case's): an error at the case's one (or the later of the suite's), naming the other, as a
+    cluster file's duplicate is; the scheduler would hold only one of them. A queue case's pods are a
+    cluster of their own."""
+    shared: dict[tuple[str, str], yaml.Node] = {}
+    per_holder: dict[tuple[str | int, ...], dict[tuple[str, str], yaml.Node]] = {}
+    for where, obj, kind in _suite_objects(suite):
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            continue  # the schema or the object checks report it
+        key = (
+            kind,
+            meta["name"] if kind == "Node" else f"{meta.get('namespace') or 'default'}/{meta['name']}",
+        )
+        holder = tuple(where[:2]) if where[0] == "cases" else ()
+        if where[-2:-1] == ["queue"]:
+            holder = (*holder, "queue")
+        seen = per_holder.setdefault(holder, {} if holder and holder[-1] == "queue" else dict(shared))
+        node = _field_node(doc.root, [*where, "metadata", "name"])
+        first = seen.get(key)
+        if first is not None:
+            at = f"{first.start_mark.line + 1}:{first.start_mark.column + 1}"
+            doc.error_at(node, f"duplicate {kind} {key[1]} (also at {at})", "duplicate-object")
+            continue
+        seen[key] = node
+        if not holder:
+            shared[key] = node
 
 
 def _suite_objects(suite: Mapping[str, Any]) -> Iterator[tuple[list[str | int], Mapping[str, Any], str]]:

@@ -127,6 +127,35 @@ def test_suite_objects_are_checked_as_cluster_file_objects(
     assert "spec.containers: Required value" in capsys.readouterr().err
 
 
+def test_an_object_named_twice_in_a_cases_cluster_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two nodes named alike (the scheduler would hold one of them), a case's pod named as a pod of
+    the suite; the same name in two cases, or among a queue case's own pods, is no conflict."""
+    path = _suite(tmp_path, {"node": "big"})
+    suite = yaml.safe_load(path.read_text())
+    cases = suite.pop("cases")
+    suite["nodes"].append(_node("tiny", "2"))
+    suite["pods"] = [_pod("resident", "1")]
+    cases.append({"name": "again", "pod": _pod("p", "1"), "expect": {"node": "big"}})
+    cases.append({"name": "same name", "pod": _pod("resident", "1"), "expect": {"node": "big"}})
+    cases.append({"name": "queue", "queue": [_pod("resident", "1")], "expect": {"queueOrder": []}})
+    path.write_text(yaml.safe_dump({**suite, "cases": cases}, sort_keys=False))
+    assert main(["lint", str(path)]) == 1
+    out = capsys.readouterr().out
+    lines = path.read_text().splitlines()
+    tiny = [i for i, line in enumerate(lines, 1) if line == "    name: tiny"]
+    resident = [i for i, line in enumerate(lines, 1) if line.endswith("  name: resident")]
+    assert len(tiny) == 2 and len(resident) == 3  # the suite's pod, a case's pod, a queue case's pod
+    errors = [line for line in out.splitlines() if ": error: " in line]
+    assert errors == [
+        f"{path}:{tiny[1]}:11: error: duplicate Node tiny (also at {tiny[0]}:11)",
+        f"{path}:{resident[1]}:13: error: duplicate Pod default/resident (also at {resident[0]}:11)",
+    ], out
+    assert main(["test", str(path)]) == 2
+    assert "duplicate Node tiny" in capsys.readouterr().err
+
+
 def test_valid_suite_objects_pass_lint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint", str(_suite(tmp_path, {"node": "big"}))]) == 0
     assert capsys.readouterr().out == ""
