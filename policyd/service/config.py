@@ -1,13 +1,15 @@
 """The `policyd.yaml` configuration: JSON Schema validation, defaults, typed settings.
 
-Errors name the failing JSON path (`$.profiles[0].schedulerName: ...`). `defaults()` is the whole
-effective configuration without a file; a file's values override it key by key.
+Errors name the failing JSON path (`$.profiles[0].schedulerName: ...`), and, for a file, the line and
+column of the value at that path (or of the nearest enclosing one that is written). `defaults()` is the
+whole effective configuration without a file; a file's values override it key by key.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -359,4 +361,54 @@ def load(path: str | Path | None) -> Config:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"{p}{where}: invalid YAML: {getattr(err, 'problem', err)}") from err
-    return from_dict(doc, str(p))
+    try:
+        return from_dict(doc, str(p))
+    except ConfigError as err:
+        raise ConfigError(_with_positions(str(err), str(p), text)) from None
+
+
+_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_UNEXPECTED = re.compile(r"Additional properties are not allowed \((.*) (?:was|were) unexpected\)")
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def _with_positions(message: str, source: str, text: str) -> str:
+    """`message` with `SOURCE: $.path: ...` lines turned into `SOURCE:LINE:COL: $.path: ...`."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:  # pragma: no cover - `load` parsed the same text
+        return message
+    if root is None:
+        return message
+    prefix = f"{source}: $"
+    lines = []
+    for line in message.splitlines():
+        if line.startswith(prefix):
+            path, _, problem = line[len(prefix) - 1 :].partition(": ")
+            node = _node_at(root, path)
+            unexpected = _UNEXPECTED.search(problem)  # point at the first unknown key itself
+            if unexpected and isinstance(node, yaml.MappingNode):
+                names = _QUOTED.findall(unexpected.group(1))
+                node = next((k for k, _ in node.value if k.value in names), node)
+            mark = node.start_mark
+            line = f"{source}:{mark.line + 1}:{mark.column + 1}: {line[len(source) + 2 :]}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _node_at(root: yaml.Node, path: str) -> yaml.Node:
+    """The node a JSON path (`$.a.b[0]`) names, or the deepest one on the way that exists."""
+    node = root
+    for key, index in _PATH_PART.findall(path[1:]):
+        if isinstance(node, yaml.MappingNode) and key:
+            found = next(
+                (v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None
+            )
+        elif isinstance(node, yaml.SequenceNode) and index and int(index) < len(node.value):
+            found = node.value[int(index)]
+        else:
+            found = None
+        if found is None:
+            break
+        node = found
+    return node

@@ -101,6 +101,37 @@ def test_unreadable_and_invalid_yaml(tmp_path: Path) -> None:
         config.load(top)
 
 
+def test_errors_in_a_file_name_the_line_and_column_of_the_value(tmp_path: Path) -> None:
+    path = tmp_path / "policyd.yaml"
+    text = (
+        "profiles:\n"
+        "- schedulerName: policyd\n"
+        "- schedulerName: other\n"
+        "backoff:\n"
+        "  initialSeconds: 1\n"
+        "clientConnection:\n"
+        "  qps: 5\n"
+    )
+    cases = [
+        ("initialSeconds: 1", "initialSeconds: 20", "5:19: $.backoff.initialSeconds: must not exceed"),
+        ("other", "policyd", "3:18: $.profiles[1].schedulerName: duplicate scheduler name 'policyd'"),
+        ("policyd", "Bad", "2:18: $.profiles[0].schedulerName: 'Bad' does not match"),
+        ("initialSeconds: 1", "initialSeconds: -1", "5:19: $.backoff.initialSeconds: -1 is less than"),
+        # an unknown key: the key itself
+        ("initialSeconds: 1", "initialSecond: 1", "5:3: $.backoff: Additional properties are not allowed"),
+        ("qps: 5\n", "qps: 5\n  qpss: 3\n", "8:3: $.clientConnection: Additional properties"),
+    ]
+    for old, new, expected in cases:
+        path.write_text(text.replace(old, new))
+        with pytest.raises(ConfigError) as raised:
+            config.load(path)
+        assert str(raised.value).startswith(f"{path}:{expected}"), (str(raised.value), expected)
+    # a setting that is not written: the nearest enclosing value that is
+    path.write_text("leaderElection:\n  renewDeadlineSeconds: 20\n")
+    with pytest.raises(ConfigError, match=r"policyd.yaml:2:3: \$\.leaderElection: need"):
+        config.load(path)
+
+
 def test_allow_profile_removal_defaults_off_and_can_be_set(tmp_path: Path) -> None:
     assert config.load(None).allow_profile_removal is False
     path = tmp_path / "policyd.yaml"
