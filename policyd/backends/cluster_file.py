@@ -259,6 +259,31 @@ def _volume_defaults(pv: Obj) -> Obj:
     return {**pv, "status": {**status, "phase": phase}}
 
 
+def near_kind(kind: str) -> str | None:
+    """The kind policyd reads that `kind` is a slip of (another case, a plural, one letter added,
+    left out or changed), or None. Other kinds (Deployment, APIService, ...) are not slips."""
+    for known in _KINDS:
+        if kind.lower() == known.lower() or kind in (known + "s", known + "es"):
+            return known
+        if len(known) >= 3 and _one_edit(kind, known):
+            return known
+    return None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """True when `a` and `b` differ by exactly one inserted, deleted or replaced character."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        return a[i + 1 :] == b[i + 1 :]
+    return a[i:] == b[i + 1 :]
+
+
 def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names and duplicates, resolve priorities."""
     buckets: dict[str, list[Obj]] = {attr: [] for attr in set(_KINDS.values())}
@@ -270,6 +295,9 @@ def _classify(located: Iterable[_Located], source: str) -> ClusterObjects:
         kind = str(loc.obj.get("kind"))
         attr = _KINDS.get(kind)
         if attr is None:
+            near = near_kind(kind)
+            if near is not None:  # a typo would drop the object without a word
+                raise ClusterDataError(f"{loc.where}: unknown kind {kind!r} (did you mean {near}?)")
             ignored[kind] += 1
             continue
         obj = _check_object(loc.obj, loc.where)

@@ -149,11 +149,27 @@ def test_other_kinds_are_ignored_with_a_log_note(caplog: pytest.LogCaptureFixtur
             "kind: Pod\nmetadata: {name: a}\n---\nkind: Pod\nmetadata: {name: a, namespace: default}\n",
             r"c\.yaml:4: duplicate Pod default/a \(first at .*c\.yaml:1\)",
         ),
+        # a slip in a kind policyd reads would drop the object without a word
+        (
+            "kind: Pod\nmetadata: {name: a}\n---\nkind: Nod\nmetadata: {name: n}\n",
+            r"c\.yaml:4: unknown kind 'Nod' \(did you mean Node\?\)",
+        ),
+        ("kind: Pods\nmetadata: {name: a}\n", r"c\.yaml:1: unknown kind 'Pods' \(did you mean Pod\?\)"),
+        ("kind: node\nmetadata: {name: a}\n", r"unknown kind 'node' \(did you mean Node\?\)"),
+        ("kind: PersitentVolume\nmetadata: {name: a}\n", r"did you mean PersistentVolume\?"),
     ],
 )
 def test_bad_input_names_file_and_line(tmp_path: Path, text: str, pattern: str) -> None:
     with pytest.raises(ClusterDataError, match=pattern):
         load_cluster(_write(tmp_path, "c.yaml", text))
+
+
+def test_kinds_policyd_does_not_read_are_not_taken_for_slips() -> None:
+    from policyd.backends.cluster_file import near_kind
+
+    others = ["APIService", "Deployment", "DaemonSet", "Job", "Role", "Lease", "Event", "PodTemplate"]
+    assert [near_kind(k) for k in others] == [None] * len(others)
+    assert near_kind("StorageClasses") == "StorageClass" and near_kind("Servic") == "Service"
 
 
 def test_missing_file_is_a_cluster_data_error(tmp_path: Path) -> None:
