@@ -35,6 +35,20 @@ def broken_policy(key: str) -> str:
     return zone_policy(key, "a").replace("node.labels &&", "node.lables &&")
 
 
+def zoned_nodes(
+    kube: KubeClient, k8s: KubeTestContext, *nodes: tuple[str, str, str]
+) -> tuple[str, str, list[str]]:
+    """Nodes (name prefix, zone, cpu) named and labelled apart from other tests' (a zone key of their
+    own); the test's namespace, the zone key and the node names."""
+    tag = uuid.uuid4().hex[:8]
+    key = f"policyd.test/zone-{tag}"
+    names = []
+    for prefix, zone, cpu in nodes:
+        names.append(f"{prefix}-{tag}")
+        make_node(kube, names[-1], cpu=cpu, labels={key: zone})
+    return k8s.namespace, key, names
+
+
 def put_configmap(kube: KubeClient, ns: str, name: str, text: str, create: bool = False) -> None:
     body = {
         "apiVersion": "v1",
@@ -79,11 +93,7 @@ def runner(control_plane: LocalControlPlane, k8s: KubeTestContext) -> Iterator[R
 def test_configmap_edits_take_effect_bad_edits_are_rejected_and_fixes_accepted(
     kube: KubeClient, k8s: KubeTestContext, runner: Runner
 ) -> None:
-    ns, tag = k8s.namespace, uuid.uuid4().hex[:8]
-    key = f"policyd.test/zone-{tag}"
-    node_a, node_b = f"zone-a-{tag}", f"zone-b-{tag}"
-    make_node(kube, node_a, labels={key: "a"})
-    make_node(kube, node_b, labels={key: "b"})
+    ns, key, (node_a, node_b) = zoned_nodes(kube, k8s, ("zone-a", "a", "4"), ("zone-b", "b", "4"))
     put_configmap(kube, ns, "policies", zone_policy(key, "a"), create=True)
     uid = kube.request("GET", object_path("v1", "configmaps", ns, "policies"))["metadata"]["uid"]
 
@@ -142,11 +152,7 @@ def test_a_configmap_holding_only_a_layer_builds_on_the_shipped_default(
     kube: KubeClient, k8s: KubeTestContext, runner: Runner
 ) -> None:
     """`extends default` in a ConfigMap's only policy: the shipped default's rules judge too."""
-    ns, tag = k8s.namespace, uuid.uuid4().hex[:8]
-    key = f"policyd.test/zone-{tag}"
-    small, large = f"small-{tag}", f"large-{tag}"
-    make_node(kube, small, cpu="1", labels={key: "a"})
-    make_node(kube, large, cpu="4", labels={key: "a"})
+    ns, key, (_small, large) = zoned_nodes(kube, k8s, ("small", "a", "1"), ("large", "a", "4"))
     layer = zone_policy(key, "a").replace("policy zones {", "policy zones extends default {")
     put_configmap(kube, ns, "policies", layer, create=True)
     runner.start()
