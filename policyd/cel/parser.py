@@ -44,6 +44,7 @@ from lark import Lark, Token, Tree
 from policyd.cel import syntax as ast
 from policyd.cel.walk import nodes
 from policyd.errors import CelError
+from policyd.user_cache import cache_directory
 
 GRAMMAR_DIR = str(Path(__file__).parent)
 GRAMMAR_PATH = str(Path(__file__).parent / "cel.lark")
@@ -109,11 +110,8 @@ def parser_cache(name: str, grammar: str, import_paths: Sequence[str] = ()) -> s
     it). Without the directories in the name, two checkouts or installations used in turn would each
     find the other's file, build the tables and write over it.
     """
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    directory = os.path.join(base, "policyd")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
+    directory = cache_directory()
+    if directory is None:
         return False  # Lark also carries on when it cannot write the file
     key = "\0".join((grammar, lark.__version__, str(sys.version_info[:2]), *import_paths))
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
