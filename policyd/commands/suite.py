@@ -11,6 +11,7 @@ preemption, queue order from the scheduling queue.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ from typing import Any
 import yaml
 
 from policyd.backends.cluster_file import cluster_objects
+from policyd.backends.kube_fields import UnknownField, unknown_fields
 from policyd.backends.simulated import SimulatedCluster
-from policyd.backends.validation import violations
+from policyd.backends.validation import field_path, object_name, violations
 from policyd.commands.simulate import run_simulation
 from policyd.compiler.profiles import compile_paths
 from policyd.errors import Diagnostic, PolicydError
@@ -34,6 +36,8 @@ from policyd.scheduler.algorithm.scoring import ScoreTable
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.objects import pod_info
 from policyd.scheduler.queue import QueueConfig, SchedulingQueue
+
+log = logging.getLogger(__name__)
 
 PASS = "pass"
 SEED = 0  # the seed of `policyd simulate`'s default: equal scores are drawn alike
@@ -101,7 +105,10 @@ def load_suite(path: Path) -> dict[str, Any]:
         raise SuiteError(f"{path}: {exc}") from exc
     errors = [d for d in diagnostics if d.severity == "error"]
     if not errors:
-        errors = object_diagnostics(str(path), text)
+        checked = object_diagnostics(str(path), text)
+        errors = [d for d in checked if d.severity == "error"]
+        for warning in (d for d in checked if d.severity != "error"):
+            log.warning("test suite: %s", warning.format())
     if errors:
         raise SuiteError("\n".join(d.format() for d in errors))
     found = [d for d in yaml.safe_load_all(text) if d is not None]  # valid YAML: check_document read it
@@ -114,8 +121,10 @@ def load_suite(path: Path) -> dict[str, Any]:
 def object_diagnostics(path: str, text: str) -> list[Diagnostic]:
     """The nodes, pods and PodDisruptionBudgets of the suites in `text` (a file that passed
     `check_document`) checked as `policyd simulate` checks a cluster file's objects
-    (`policyd.backends.validation`): a typo such as `conatiners`, a bad quantity or a toleration
-    that cannot be is an error at the field it concerns, not a case that fails for no visible reason."""
+    (`policyd.backends.validation`, `policyd.backends.kube_fields`): a typo such as `conatiners` or
+    `nodeSelectr`, a bad quantity or a toleration that cannot be is an error at the field it
+    concerns, not a case that fails for no visible reason; a field unknown to the installed client
+    and no slip of a known one is a warning."""
     source = SourceFile(path, text)
     diagnostics: list[Diagnostic] = []
     for root, data in documents(source, diagnostics):
@@ -123,11 +132,37 @@ def object_diagnostics(path: str, text: str) -> list[Diagnostic]:
             continue
         doc = SchemaDocument(source, root, diagnostics)
         for where, obj, kind in _suite_objects(data):
-            for found in violations({**obj, "kind": obj.get("kind") or kind}, path):
+            typed = {**obj, "kind": obj.get("kind") or kind}
+            for found in violations(typed, path):
                 node = _field_node(doc.root, [*where, *_field_parts(found.field)])
                 doc.error_at(node, f"{found.obj}: {found.field}: {found.message}", "object")
+            for unknown in unknown_fields(typed):
+                _unknown_field(doc, where, typed, unknown)
         _duplicates(doc, data)
     return diagnostics
+
+
+def _unknown_field(
+    doc: SchemaDocument, where: list[str | int], obj: Mapping[str, Any], unknown: UnknownField
+) -> None:
+    """Report a field of a suite's object that its kind does not have, at its key."""
+    value, key = doc.node_at([*where, *unknown.path])
+    node = key if key is not None else value
+    field = f"{object_name(obj)}: {field_path(unknown.path)}"
+    if unknown.near is not None:
+        doc.error_at(
+            node, f'{field}: unknown field "{unknown.name}" (did you mean "{unknown.near}"?)', "object"
+        )
+    else:
+        doc.diagnostics.append(
+            doc.source.diagnostic(
+                "warning",
+                f'{field}: unknown field "{unknown.name}" (not in the installed Kubernetes client\'s API)',
+                node.start_mark.index,
+                node.end_mark.index,
+                "unknown-field",
+            )
+        )
 
 
 def _duplicates(doc: SchemaDocument, suite: Mapping[str, Any]) -> None:

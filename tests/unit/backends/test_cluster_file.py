@@ -164,6 +164,71 @@ def test_bad_input_names_file_and_line(tmp_path: Path, text: str, pattern: str) 
         load_cluster(_write(tmp_path, "c.yaml", text))
 
 
+UNKNOWN_FIELDS = """\
+kind: List
+items:
+- kind: Node
+  metadata: {name: n1}
+  status:
+    allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
+- kind: Pod
+  metadata:
+    name: p
+    labels: {app: web}
+  spec:
+    containers: [{name: c, image: x}]
+    tolerations:
+    - key: a
+      operatr: Exists
+    nodeSelectr:
+      zone: a
+"""
+
+
+def test_a_misspelt_field_is_an_error_at_its_key_naming_the_field_it_is_a_slip_of(tmp_path: Path) -> None:
+    with pytest.raises(ClusterDataError) as caught:
+        load_cluster(_write(tmp_path, "c.yaml", UNKNOWN_FIELDS))
+    lines = str(caught.value).splitlines()
+    assert lines == [
+        f'{tmp_path}/c.yaml:15:7: pod default/p: spec.tolerations[0].operatr: unknown field "operatr"'
+        ' (did you mean "operator"?)',
+        f'{tmp_path}/c.yaml:16:5: pod default/p: spec.nodeSelectr: unknown field "nodeSelectr"'
+        ' (did you mean "nodeSelector"?)',
+    ]
+
+
+def test_a_misspelt_field_of_json_or_in_memory_objects_names_the_object() -> None:
+    pod = make_pod("p", cpu="100m")
+    pod["spec"]["priorty"] = 5
+    with pytest.raises(ClusterDataError, match=r'objs \[0\]: pod default/p: spec\.priorty: .*"priority"'):
+        cluster_objects([pod], "objs")
+    with pytest.raises(ClusterDataError, match=r"^j\.json: pod default/p: spec\.priorty: unknown field"):
+        load_cluster_text(json.dumps(pod), "j.json")
+
+
+def test_an_unknown_field_that_is_no_slip_is_logged_once_per_kind_and_field(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pods = [make_pod(f"p{i}", cpu="100m") for i in range(3)]
+    for pod in pods:
+        pod["spec"]["containers"][0]["frobnicate"] = True  # a newer API's field, say
+    with caplog.at_level(logging.WARNING, logger="policyd.backends.cluster_file"):
+        loaded = cluster_objects([make_node("n1"), *pods], "objs")
+    assert len(loaded.pods) == 3
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "cluster file: unknown field ignored file=objs kind=Pod field=spec.containers[*].frobnicate"
+        " objects=3 first=objs [1]"
+    ]
+
+
+def test_a_file_of_known_fields_loads_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="policyd.backends.cluster_file"):
+        cluster_objects(_objects(), "objs")
+        load_cluster(str(EXAMPLES / "cluster.yaml"))
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
 def test_kinds_policyd_does_not_read_are_not_taken_for_slips() -> None:
     from policyd.backends.cluster_file import near_kind
 

@@ -127,6 +127,33 @@ def test_suite_objects_are_checked_as_cluster_file_objects(
     assert "spec.containers: Required value" in capsys.readouterr().err
 
 
+def test_a_misspelt_field_of_a_suite_object_is_an_error_and_an_unknown_one_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A slip (`nodeSelectr`) would silently change what the case tests: an error at its key, naming
+    the field meant; a field no slip of a known one (a newer API's) is a warning, and the suite runs."""
+    path = _suite(tmp_path, {"node": "big"})
+    suite = yaml.safe_load(path.read_text())
+    suite["cases"][0]["pod"]["spec"]["nodeSelectr"] = {"size": "tiny"}
+    suite["nodes"][0]["spec"] = {"frobnicate": True}
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    assert main(["lint", str(path)]) == 1
+    out = capsys.readouterr().out
+    slip, stray = _line_of(path, "nodeSelectr"), _line_of(path, "frobnicate")
+    assert (
+        f'{path}:{slip}:7: error: pod default/p: spec.nodeSelectr: unknown field "nodeSelectr"'
+        ' (did you mean "nodeSelector"?)'
+    ) in out
+    assert f'{path}:{stray}:5: warning: node tiny: spec.frobnicate: unknown field "frobnicate"' in out
+    assert main(["test", str(path)]) == 2
+    assert 'did you mean "nodeSelector"?' in capsys.readouterr().err
+
+    del suite["cases"][0]["pod"]["spec"]["nodeSelectr"]
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    assert main(["test", str(path)]) == 0
+    assert any("spec.frobnicate" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
 def test_an_object_named_twice_in_a_cases_cluster_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

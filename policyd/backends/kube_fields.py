@@ -1,0 +1,183 @@
+"""The fields of the kinds a cluster file holds, as the `kubernetes` client's models declare them,
+and the fields of an object that are none of them.
+
+The API server refuses an unknown field on create (strict field validation, kubectl's default), and a
+cluster file stands for what an API server holds, so an unknown field is reported, never dropped in
+silence. One that is a slip of a field known at its place (`nodeNme`, `Operator`, `tolerationSecond`)
+is an error: the file would mean something else than its author wrote. Another may be a field of a
+newer API than the installed client knows (a snapshot of a newer cluster), so the loader warns.
+
+The table is derived from the installed client's model classes (their `openapi_types` and
+`attribute_map`) on first use, and kept in the user's cache directory under the client's version:
+importing the models costs about 0.14 s, reading the kept table a millisecond.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.metadata
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from policyd.user_cache import cache_directory
+
+__all__ = ["KINDS", "UnknownField", "field_table", "unknown_fields"]
+
+# the kinds a cluster file holds, each read as the client's V1 model of that name
+KINDS = (
+    "Namespace",
+    "Node",
+    "Pod",
+    "PodDisruptionBudget",
+    "PriorityClass",
+    "Service",
+    "ReplicaSet",
+    "StatefulSet",
+    "ReplicationController",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+)
+_LIST, _MAP = "List[", "Dict[str, "
+_FORMAT = 1  # of the kept file: raise to make every kept table stale
+
+# model name -> JSON field name -> the field's type, in the client's notation (`V1PodSpec`,
+# `List[V1Toleration]`, `Dict[str, str]`, `str`, `object` for anything)
+Table = dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True)
+class UnknownField:
+    """A field of an object that its kind does not have at that place."""
+
+    path: tuple[str | int, ...]  # from the object's top to the field, the field's name last
+    near: str | None  # the known field at that place it is a slip of, if any
+
+    @property
+    def name(self) -> str:
+        """The field's name as written."""
+        return str(self.path[-1])
+
+
+def _element(type_: str) -> str:
+    """The model a field's type holds (`V1Toleration` of `List[V1Toleration]`), or the scalar."""
+    while True:
+        if type_.startswith(_LIST):
+            type_ = type_[len(_LIST) : -1]
+        elif type_.startswith(_MAP):
+            type_ = type_[len(_MAP) : -1]
+        else:
+            return type_
+
+
+def derive_table() -> Table:
+    """The fields of every model reachable from `KINDS`, read from the installed client's models."""
+    from kubernetes.client import models  # noqa: PLC0415 - about 0.14 s: only when no table is kept
+
+    table: Table = {}
+    todo = [f"V1{kind}" for kind in KINDS]
+    while todo:
+        name = todo.pop()
+        if name in table:
+            continue
+        model = getattr(models, name)
+        fields = {model.attribute_map[attr]: type_ for attr, type_ in model.openapi_types.items()}
+        table[name] = fields
+        todo.extend(inner for inner in map(_element, fields.values()) if hasattr(models, inner))
+    return table
+
+
+def _kept_path() -> str | None:
+    directory = cache_directory()
+    if directory is None:
+        return None
+    try:
+        version = importlib.metadata.version("kubernetes")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return os.path.join(directory, f"kube-fields-{version}-{_FORMAT}.json")
+
+
+def _read(path: str) -> Table | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            table = json.load(f)
+    except (OSError, ValueError):
+        return None
+    complete = isinstance(table, dict) and all(f"V1{kind}" in table for kind in KINDS)
+    return table if complete else None
+
+
+def _keep(path: str, table: Table) -> None:
+    """Write the table beside its final name, then move it there: a reader never sees half a file."""
+    try:
+        fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".partial")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(table, f, separators=(",", ":"), sort_keys=True)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only or full disk: derived again next time
+
+
+@functools.cache
+def field_table() -> Table:
+    """The field table: the kept one of the installed client's version, else derived (and kept)."""
+    path = _kept_path()
+    table = _read(path) if path is not None else None
+    if table is None:
+        table = derive_table()
+        if path is not None:
+            _keep(path, table)
+    return table
+
+
+def near_field(name: str, known: Mapping[str, str]) -> str | None:
+    """The known field `name` is a slip of (another case, a letter left out, added, changed or two
+    swapped), or None."""
+    lowered = name.lower()
+    for field in known:
+        if field.lower() == lowered:
+            return field
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def unknown_fields(obj: Mapping[str, Any], table: Table | None = None) -> list[UnknownField]:
+    """The fields of `obj` (a cluster-file object of one of `KINDS`) that its kind does not have, in
+    file order; [] for other kinds. Values of the wrong shape are the schema's to report."""
+    kind = obj.get("kind")
+    if kind not in KINDS:
+        return []
+    return list(_walk(obj, f"V1{kind}", (), table if table is not None else field_table()))
+
+
+def _walk(value: Any, type_: str, path: tuple[str | int, ...], table: Table) -> Iterator[UnknownField]:
+    if type_.startswith(_LIST):
+        if isinstance(value, list):
+            inner = type_[len(_LIST) : -1]
+            for i, item in enumerate(value):
+                yield from _walk(item, inner, (*path, i), table)
+        return
+    if type_.startswith(_MAP):
+        if isinstance(value, Mapping):
+            inner = type_[len(_MAP) : -1]
+            for key, item in value.items():
+                yield from _walk(item, inner, (*path, str(key)), table)
+        return
+    fields = table.get(type_)
+    if fields is None or not isinstance(value, Mapping):
+        return  # a scalar, `object` (anything), or a value of the wrong shape
+    for key, item in value.items():
+        field = fields.get(key) if isinstance(key, str) else None
+        if field is None:
+            yield UnknownField((*path, str(key)), near_field(str(key), fields))
+        else:
+            yield from _walk(item, field, (*path, key), table)
