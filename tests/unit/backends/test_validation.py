@@ -143,3 +143,57 @@ def test_resize_status_quantities_are_checked() -> None:
     assert [e.split(": ", 1)[1] for e in found] == [
         'pod default/z: status.containerStatuses[0].allocatedResources.cpu: invalid quantity "lots"'
     ]
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The path of every value in `value`, containers included."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _leaves(item, (*path, i))
+    return found
+
+
+def _replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    copy = dict(obj) if isinstance(obj, dict) else list(obj)
+    copy[path[0]] = _replaced(obj[path[0]], path[1:], value)
+    return copy
+
+
+def test_the_fast_shape_check_agrees_with_the_full_one_on_every_value_of_the_wrong_shape() -> None:
+    """jsonschema-rs says whether an object is valid and jsonschema words the errors of those it
+    refuses, so an object it passed that jsonschema would refuse would lose its errors: every value of
+    sample objects replaced by values of every other shape is judged alike by both."""
+    from policyd.backends.validation import _shape_valid, _validators
+
+    samples = [
+        node(allocatable={"cpu": "4", "pods": "110"}, capacity={"cpu": "4"}),
+        pod(
+            tolerations=[{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
+            priority=5,
+            nodeName="n1",
+            affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
+        ),
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "b", "namespace": "d"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "b"}}},
+        },
+        {"kind": "PriorityClass", "metadata": {"name": "high"}, "value": 10, "preemptionPolicy": "Never"},
+        {"kind": "CSIStorageCapacity", "metadata": {"name": "c"}, "storageClassName": "s", "capacity": "1Gi"},
+    ]
+    shapes = [None, True, 0, -1, 1.5, "", "x", [], [{}], {}, {"x": 1}]
+    judged = 0
+    for sample in samples:
+        kind, full = sample["kind"], _validators()[sample["kind"]]
+        for path in _leaves(sample)[1:]:
+            for shape in shapes:
+                mutant = _replaced(sample, path, shape)
+                assert _shape_valid(kind, mutant) == full.is_valid(mutant), (kind, path, shape)
+                judged += 1
+    assert judged > 500
