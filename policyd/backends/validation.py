@@ -24,6 +24,7 @@ import jsonschema_rs
 
 from policyd import shipped
 from policyd.quantity import QuantityError, parse_quantity
+from policyd.scheduler.cluster.resources import resource_value
 
 # kinds validated, and the word naming an object of each in messages
 KIND_WORDS = {
@@ -134,6 +135,11 @@ def _quantity_problems(values: Any, parts: list[str | int]) -> Iterator[tuple[st
             )
         elif parsed < 0:
             yield path, f"Invalid value: {json.dumps(raw)}: must be greater than or equal to 0"
+        else:
+            try:
+                resource_value(str(name), parsed)
+            except QuantityError as e:
+                yield path, f"Invalid value: {json.dumps(raw)}: {e}"
 
 
 def _status_resource_problems(status: Any) -> Iterator[tuple[str, str]]:

@@ -520,11 +520,16 @@ def node_info(obj: Mapping[str, Any]) -> NodeInfo:
     cel_spec = project(spec, kt.NODE_SPEC, f"{where}: spec")
     cel_status = project(status, kt.NODE_STATUS, f"{where}: status")
 
-    capacity = to_ints(quantities(status.get("capacity"), f"{where}: status.capacity"))
+    capacity = to_ints(
+        quantities(status.get("capacity"), f"{where}: status.capacity"), f"{where}: status.capacity"
+    )
     if status.get("allocatable") is None:
         allocatable = dict(capacity)  # hand-written objects often give only one of the two
     else:
-        allocatable = to_ints(quantities(status.get("allocatable"), f"{where}: status.allocatable"))
+        allocatable = to_ints(
+            quantities(status.get("allocatable"), f"{where}: status.allocatable"),
+            f"{where}: status.allocatable",
+        )
     images: dict[str, int] = {}
     for image in cel_status.get("images", []):
         for image_name in image.get("names", []):

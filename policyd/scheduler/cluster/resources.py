@@ -31,13 +31,20 @@ _NON_ZERO_DEFAULTS = {
     "cpu": Fraction(DEFAULT_MILLI_CPU_REQUEST, 1000),
     "memory": Fraction(DEFAULT_MEMORY_REQUEST),
 }
+_INT64_BOUND = 2**63
 # resources every pod's requests and every node's `requested` carry (0 when not requested)
 ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage")
 
 
 def resource_value(name: str, q: Fraction) -> int:
-    """The integer policyd uses for a quantity of resource `name` (cpu: millicores, else units)."""
-    return to_milli(q) if name == "cpu" else to_int(q)
+    """The integer policyd uses for a quantity of resource `name` (cpu: millicores, else units);
+    QuantityError when it is beyond int64, the integers kube-scheduler computes in (its `MilliValue`
+    of `10Ei` cpu wraps around to a negative number; policyd refuses the object instead)."""
+    value = to_milli(q) if name == "cpu" else to_int(q)
+    if not -_INT64_BOUND <= value < _INT64_BOUND:
+        unit = "millicores" if name == "cpu" else "units"
+        raise QuantityError(f"{value} {unit} is beyond the 64-bit integers kube-scheduler counts in")
+    return value
 
 
 def quantities(raw: Any, where: str) -> dict[str, Fraction]:
@@ -53,9 +60,16 @@ def quantities(raw: Any, where: str) -> dict[str, Fraction]:
     return out
 
 
-def to_ints(parsed: Mapping[str, Fraction]) -> dict[str, int]:
-    """Scale parsed quantities to policyd's integer units."""
-    return {name: resource_value(name, q) for name, q in parsed.items()}
+def to_ints(parsed: Mapping[str, Fraction], where: str) -> dict[str, int]:
+    """Scale parsed quantities to policyd's integer units; ClusterDataError (naming `where` and the
+    resource) for one beyond them."""
+    out: dict[str, int] = {}
+    for name, q in parsed.items():
+        try:
+            out[name] = resource_value(name, q)
+        except QuantityError as e:
+            raise ClusterDataError(f"{where}.{name}: {e}") from None
+    return out
 
 
 def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
@@ -208,7 +222,11 @@ def _compute_resources(
         resources = mapping(c.get("resources"), f"{where}: spec.containers[{i}].resources")
         _add(limits, quantities(resources.get("limits"), f"{where}: spec.containers[{i}].resources.limits"))
     limits.update(pod_limits)
-    return to_ints(effective), to_ints(non_zero), to_ints(limits)
+    return (
+        to_ints(effective, f"{where}: requests"),
+        to_ints(non_zero, f"{where}: requests"),
+        to_ints(limits, f"{where}: limits"),
+    )
 
 
 Requests = list[dict[str, Fraction]]

@@ -197,3 +197,15 @@ def test_the_fast_shape_check_agrees_with_the_full_one_on_every_value_of_the_wro
                 assert _shape_valid(kind, mutant) == full.is_valid(mutant), (kind, path, shape)
                 judged += 1
     assert judged > 500
+
+
+def test_quantities_beyond_64_bit_integers_are_invalid() -> None:
+    """`10Ei` cpu is 2^63-1 cores, more millicores than int64 holds; `10Ei` memory is 2^63-1 bytes
+    (capped as apimachinery caps it) and fits."""
+    big = node(allocatable={"cpu": "10Ei", "memory": "10Ei", "pods": "110"})
+    assert [e.split(": ", 2)[2] for e in errors(big, pod(containers=resources({"cpu": "10E"})))] == [
+        'status.allocatable.cpu: Invalid value: "10Ei": 9223372036854775807000 millicores is beyond the '
+        "64-bit integers kube-scheduler counts in",
+        'spec.containers[0].resources.requests.cpu: Invalid value: "10E": 10000000000000000000000 '
+        "millicores is beyond the 64-bit integers kube-scheduler counts in",
+    ]

@@ -182,6 +182,24 @@ def test_extended_and_hugepages_resources_are_units_and_bytes() -> None:
     assert pv.requests["hugepages-2Mi"] == 64 * MI
 
 
+def test_amounts_beyond_64_bit_integers_are_refused_naming_the_object_and_resource() -> None:
+    """kube-scheduler's int64 `MilliValue` of `10Ei` cpu wraps around to a negative number and numpy's
+    int64 columns cannot hold it: the object is refused at the cache boundary, as other bad data is."""
+    with pytest.raises(
+        ClusterDataError, match=r"^node n1: status\.capacity\.cpu: 9223372036854775807000 mill"
+    ):
+        node_info(make_node("n1", cpu="10Ei"))
+    assert (
+        node_info(make_node("n1", cpu="9007199254740991", memory="10Ei")).allocatable["memory"] == 2**63 - 1
+    )
+    # each container's 5P cpu fits (5 * 10^18 millicores), their sum does not
+    two = make_pod("x", containers=[make_container("a", cpu="5P"), make_container("b", cpu="5P")])
+    with pytest.raises(
+        ClusterDataError, match=r"^pod default/x: requests\.cpu: 10000000000000000000 millicores"
+    ):
+        pod_info(two)
+
+
 def test_fractional_cpu_rounds_up_after_summing_exactly() -> None:
     pod = make_pod("p", containers=[make_container("a", "0.0005"), make_container("b", "0.0005")])
     assert pod_info(pod).requests["cpu"] == 1
