@@ -469,7 +469,16 @@ class Runner:
                 self.identity,
                 ",".join(self.cfg.scheduler_names),
             )
-            scheduler.run(self.sched_stop)
+            try:
+                scheduler.run(self.sched_stop)
+            except Exception as exc:  # noqa: BLE001 - reported, then the process ends (below)
+                # as kube-scheduler crashes on a panic in a cycle: a leader that no longer schedules
+                # must not keep its lease; the process exits 1, the lease is released, a standby (or
+                # the restarted pod) takes over
+                log.exception("scheduling loop failed identity=%s", self.identity)
+                self.fatal.append(f"scheduling loop failed: {type(exc).__name__}: {exc}")
+                self.stop.set()
+                return
             log.info("scheduling stopped identity=%s", self.identity)
 
         self.sched_thread = threading.Thread(target=loop, name="scheduling", daemon=True)

@@ -141,3 +141,45 @@ def test_not_ready_before_policies_and_caches(tmp_path: Path) -> None:
         assert failed == {"informer-sync": "caches not synced", "policy": "policies not loaded"}
     finally:
         runner.client.close()
+
+
+def test_a_failing_scheduling_loop_ends_the_process_rather_than_holding_the_lease(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception out of the scheduling loop (a bug, data no check foresaw) would leave a leader
+    that renews its lease and schedules nothing: it is logged and made fatal, as a panic in
+    kube-scheduler's cycle ends the process, so that `run` shuts down, releases the lease and exits 1."""
+    from policyd.commands.run import Runner
+    from policyd.service import config as configuration
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(CONTEXTLESS + "current-context: c\n")
+    cfg = configuration.from_dict(
+        {
+            "leaderElection": {"leaderElect": False},
+            "serving": {"port": 0, "insecure": True},
+            "clientConnection": {"kubeconfig": str(kubeconfig)},
+        }
+    )
+    runner = Runner(cfg)
+
+    class Synced:
+        def wait_for_sync(self, timeout: float) -> bool:
+            return True
+
+    class Failing:
+        def run(self, stop: object) -> None:
+            raise OverflowError("Python int too large to convert to C long")
+
+    try:
+        runner.backend, runner.scheduler = Synced(), Failing()  # type: ignore[assignment]
+        runner.start_scheduling()
+        assert runner.sched_thread is not None
+        runner.sched_thread.join(5)
+        assert runner.stop.is_set()
+        assert runner.fatal == [
+            "scheduling loop failed: OverflowError: Python int too large to convert to C long"
+        ]
+        assert "scheduling loop failed" in caplog.text and "Traceback" in caplog.text
+    finally:
+        runner.client.close()
