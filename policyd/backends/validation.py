@@ -62,7 +62,7 @@ def _validators() -> dict[str, jsonschema.Draft202012Validator]:
 def _fast_validators() -> dict[str, jsonschema_rs.Draft202012Validator]:
     """The same schemas in jsonschema-rs, about a hundred times faster: it answers whether an object
     is valid, and the objects it refuses are checked again by `jsonschema` for the API server's
-    wording of each error (a 5000-node, 20000-pod snapshot: 0.04 s against 5.7 s)."""
+    wording of each error (the 25000 objects of a 5000-node, 20000-pod cluster: 0.023 s against 5.06 s)."""
     schema = shipped.schema("cluster")
     return {
         kind: jsonschema_rs.Draft202012Validator({**schema, "$ref": f"#/$defs/{kind}"}) for kind in KIND_WORDS
