@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.errors import ClusterDataError
 from policyd.scheduler.clock import Clock
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
@@ -22,6 +23,23 @@ log = logging.getLogger(__name__)
 NodeFactory = Callable[[Mapping[str, Any]], NodeInfoLike]
 
 DEFAULT_ASSUMED_TTL = 30.0
+_INT64_BOUND = 2**63
+# a node's sums of its pods' amounts: (the node's CEL key, each pod's)
+_SUMS = (("requested", "requests"), ("nonZeroRequested", "nonZeroRequests"))
+
+
+def beyond_int64(state: NodeInfoLike, pod: PodInfoLike) -> str | None:
+    """The resource whose sum on the node would leave the 64-bit integers with `pod` counted there (in
+    place of its earlier version), if any. Only pods bound past the scheduler can get there (the ones
+    it places fit); kube-scheduler's int64 sums wrap around, policyd does not count such a pod."""
+    old = state.pods.get(pod.key)
+    for total_key, pod_key in _SUMS:
+        totals = state.cel.get(total_key) or {}
+        earlier = (old.cel.get(pod_key) or {}) if old is not None else {}
+        for res, amount in (pod.cel.get(pod_key) or {}).items():
+            if totals.get(res, 0) - earlier.get(res, 0) + amount >= _INT64_BOUND:
+                return str(res)
+    return None
 
 
 @dataclass
@@ -72,6 +90,16 @@ class Cache:
                 return
             state = self._node_factory(obj)
             for pod in self._orphans.pop(name, {}).values():
+                resource = beyond_int64(state, pod)
+                if resource is not None:
+                    log.warning(
+                        "pod not counted pod=%s node=%s resource=%s reason=sum beyond int64",
+                        pod.key,
+                        name,
+                        resource,
+                    )
+                    self._pods.pop(pod.key, None)
+                    continue
                 state.add_pod(pod)
             self._nodes[name] = _NodeEntry(state=state, generation=self._bump(name), obj=obj)
 
@@ -114,8 +142,17 @@ class Cache:
         """An assigned pod was observed; confirms it when it was assumed on the same node."""
         with self._lock:
             entry = self._pods.get(pod.key)
+            confirming = entry is not None and entry.assumed and entry.node == pod.node_name
+            node = self._nodes.get(pod.node_name)
+            if not confirming and node is not None and node.state is not None:
+                resource = beyond_int64(node.state, pod)
+                if resource is not None:  # refused before anything changed: the cache stays as it was
+                    raise ClusterDataError(
+                        f"pod {pod.key}: node {pod.node_name}'s {resource} requests with this pod's are"
+                        " beyond the 64-bit integers kube-scheduler counts in; the pod is not counted"
+                    )
             self._pods[pod.key] = _PodEntry(pod=pod, node=pod.node_name)
-            if entry is not None and entry.assumed and entry.node == pod.node_name:
+            if entry is not None and confirming:
                 # confirmed: the pod keeps its place on the node, as kube-scheduler's AddPod leaves it
                 self._add_to_node(pod, entry.node, in_place=True)
                 return

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from policyd.errors import ClusterDataError
 from policyd.scheduler.cache import Cache
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.cluster.objects import node_info, pod_info
@@ -166,3 +169,25 @@ def test_confirmation_keeps_the_assumed_pods_place_on_its_node() -> None:
     cache.update_pod(pod_info(make_pod("a", cpu="500m", labels={"v": "2"}, node_name="n1")))
     assert order() == ["c", "b", "a"]  # the last pod takes a's place, a goes last
     assert free_cpu(cache, "n1") == 2500
+
+
+def test_a_bound_pod_that_would_take_a_nodes_sums_beyond_int64_is_not_counted() -> None:
+    """Pods bound past the scheduler may request more than any node holds; kube-scheduler's int64
+    sums wrap around, numpy's int64 columns cannot hold them: the pod is refused, nothing changes."""
+    cache = Cache(node_info, FakeClock())
+    cache.add_node(make_node("n1", cpu="4"))
+    first, second = (pod_info(make_pod(name, cpu="5P", node_name="n1")) for name in ("a", "b"))
+    cache.add_pod(first)  # 5 * 10^18 millicores: fits int64
+    with pytest.raises(ClusterDataError, match=r"^pod default/b: node n1's cpu requests with this pod's"):
+        cache.add_pod(second)
+    assert cache.pod("default/b") is None and [p.key for p in cache.pods_on("n1")] == ["default/a"]
+    assert free_cpu(cache, "n1") == 4000 - 5 * 10**18
+    cache.add_pod(first)  # the same pod observed again replaces itself: no sum beyond
+
+
+def test_orphan_pods_beyond_int64_are_left_out_when_their_node_comes() -> None:
+    cache = Cache(node_info, FakeClock())
+    for name in ("a", "b"):
+        cache.add_pod(pod_info(make_pod(name, cpu="5P", node_name="n1")))  # before the node
+    cache.add_node(make_node("n1", cpu="4"))
+    assert [p.key for p in cache.pods_on("n1")] == ["default/a"] and cache.pod("default/b") is None
