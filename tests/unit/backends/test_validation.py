@@ -187,7 +187,7 @@ def test_the_fast_shape_check_agrees_with_the_full_one_on_every_value_of_the_wro
         {"kind": "PriorityClass", "metadata": {"name": "high"}, "value": 10, "preemptionPolicy": "Never"},
         {"kind": "CSIStorageCapacity", "metadata": {"name": "c"}, "storageClassName": "s", "capacity": "1Gi"},
     ]
-    shapes = [None, True, 0, -1, 1.5, "", "x", [], [{}], {}, {"x": 1}]
+    shapes = [None, True, 0, -1, 2**31, 2**70, -(2**70), 1.5, "", "x", [], [{}], {}, {"x": 1}]
     judged = 0
     for sample in samples:
         kind, full = sample["kind"], _validators()[sample["kind"]]
@@ -208,4 +208,15 @@ def test_quantities_beyond_64_bit_integers_are_invalid() -> None:
         "64-bit integers kube-scheduler counts in",
         'spec.containers[0].resources.requests.cpu: Invalid value: "10E": 10000000000000000000000 '
         "millicores is beyond the 64-bit integers kube-scheduler counts in",
+    ]
+
+
+def test_integers_beyond_their_api_types_are_invalid() -> None:
+    """The API server decodes `priority`, a PriorityClass's `value` and `maxSkew` as int32 and
+    `tolerationSeconds` as int64: a larger number is refused when the object is read."""
+    bad = pod(priority=2**31, tolerations=[{"key": "a", "operator": "Exists", "tolerationSeconds": 2**70}])
+    assert [e.split(": ", 2)[2] for e in errors(bad)] == [
+        "spec.priority: Invalid value: 2147483648: must be less than or equal to 2147483647",
+        "spec.tolerations[0].tolerationSeconds: Invalid value: 1180591620717411303424: must be less than or"
+        " equal to 9223372036854775807",
     ]
