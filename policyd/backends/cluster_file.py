@@ -49,17 +49,6 @@ _KINDS = {
     "CSIDriver": "csi_drivers",
     "CSIStorageCapacity": "csi_storage_capacities",
 }
-# namespaced kinds (the default namespace when none is given)
-NAMESPACED_KINDS = (
-    "Pod",
-    "PodDisruptionBudget",
-    "Service",
-    "ReplicaSet",
-    "StatefulSet",
-    "ReplicationController",
-    "PersistentVolumeClaim",
-    "CSIStorageCapacity",
-)
 
 
 @dataclass(frozen=True)
@@ -247,7 +236,7 @@ def _check_object(obj: Mapping[str, Any], where: str) -> Obj:
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ClusterDataError(f"{where}: {obj.get('kind')} without metadata.name")
     out = dict(obj)
-    if out["kind"] in NAMESPACED_KINDS and not meta.get("namespace"):
+    if out["kind"] in validation.NAMESPACED and not meta.get("namespace"):
         out["metadata"] = {**meta, "namespace": "default"}
     return out
 
@@ -256,7 +245,7 @@ def _object_key(obj: Mapping[str, Any]) -> str:
     """`namespace/name` for namespaced objects, `name` otherwise."""
     meta = obj["metadata"]
     ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns and obj["kind"] in NAMESPACED_KINDS else meta["name"]
+    return f"{ns}/{meta['name']}" if ns and obj["kind"] in validation.NAMESPACED else meta["name"]
 
 
 def _apply_priority(pods: list[Obj], classes: list[Obj], where: Mapping[int, str]) -> list[Obj]:
@@ -342,21 +331,22 @@ def _flatten(text: str, source: str, marking: bool = False) -> list[_Located]:
     return located
 
 
-def _unknown_field_problems(
-    located: Sequence[_Located], source: str, text: str | None
+def _field_problems(
+    located: Sequence[_Located], source: str, text: str | None, reported: set[tuple[int, str]]
 ) -> list[validation.Violation]:
-    """The fields of the objects that their kinds do not have: a slip of a known field is a problem
-    (pointed at where it is written, the text loaded again to find it); others are logged, once per
-    kind and field."""
-    slips: list[tuple[int, kube_fields.UnknownField]] = []
+    """The fields of the objects that their kinds do not have, and the values of another shape than
+    their field's type (`reported`: (object index, field) the schema's checks found already). A slip
+    of a known field and a wrong shape are problems, pointed at where they are written (the text
+    loaded again to find it); other unknown fields are logged, once per kind and field."""
+    found: list[tuple[int, kube_fields.FieldProblem]] = []
     strays: dict[tuple[str, str], list[str]] = {}
     for index, loc in enumerate(located):
-        for field in kube_fields.unknown_fields(loc.obj):
-            if field.near is not None:
-                slips.append((index, field))
-            else:
-                shape = re.sub(r"\[\d+\]", "[*]", validation.field_path(field.path))
+        for problem in kube_fields.field_problems(loc.obj):
+            if isinstance(problem, kube_fields.UnknownField) and problem.near is None:
+                shape = re.sub(r"\[\d+\]", "[*]", validation.field_path(problem.path))
                 strays.setdefault((str(loc.obj.get("kind")), shape), []).append(loc.where)
+            elif (index, validation.field_path(problem.path)) not in reported:
+                found.append((index, problem))
     for (kind, shape), places in strays.items():
         log.warning(
             "cluster file: unknown field ignored file=%s kind=%s field=%s objects=%d first=%s",
@@ -366,19 +356,24 @@ def _unknown_field_problems(
             len(places),
             places[0],
         )
-    if not slips:
+    if not found:
         return []
     marked = _flatten(text, source, marking=True) if text is not None else []
     problems = []
-    for index, field in slips:
+    for index, problem in found:
         loc = located[index]
-        where = marked[index].key_mark(source, field.path) if index < len(marked) else None
+        where = marked[index].key_mark(source, problem.path) if index < len(marked) else None
+        if isinstance(problem, kube_fields.UnknownField):
+            message = f'unknown field "{problem.name}" (did you mean "{problem.near}"?)'
+        else:
+            value = json.dumps(problem.value, default=str)
+            message = f"Invalid value: {value}: must be of type {problem.expected}"
         problems.append(
             validation.Violation(
                 where or loc.where,
                 validation.object_name(loc.obj),
-                validation.field_path(field.path),
-                f'unknown field "{field.name}" (did you mean "{field.near}"?)',
+                validation.field_path(problem.path),
+                message,
             )
         )
     return problems
@@ -392,7 +387,8 @@ def _classify(located: Sequence[_Located], source: str, text: str | None = None)
     seen: dict[tuple[str, str], str] = {}
     ignored: Counter[str] = Counter()
     problems: list[validation.Violation] = []
-    for loc in located:
+    reported: set[tuple[int, str]] = set()
+    for index, loc in enumerate(located):
         kind = str(loc.obj.get("kind"))
         attr = _KINDS.get(kind)
         if attr is None:
@@ -402,7 +398,9 @@ def _classify(located: Sequence[_Located], source: str, text: str | None = None)
             ignored[kind] += 1
             continue
         obj = _check_object(loc.obj, loc.where)
-        problems.extend(validation.violations(obj, loc.where))
+        found = validation.violations(obj, loc.where)
+        reported.update((index, v.field) for v in found)
+        problems.extend(found)
         key = (kind, _object_key(obj))
         if key in seen:
             raise ClusterDataError(f"{loc.where}: duplicate {kind} {key[1]} (first at {seen[key]})")
@@ -410,7 +408,7 @@ def _classify(located: Sequence[_Located], source: str, text: str | None = None)
         if attr == "pods":
             pod_where[len(buckets["pods"])] = loc.where
         buckets[attr].append(obj)
-    problems.extend(_unknown_field_problems(located, source, text))
+    problems.extend(_field_problems(located, source, text, reported))
     if problems:  # every violation of every object, as the API server would have refused them
         raise ClusterDataError("\n".join(str(p) for p in problems))
     for kind, count in sorted(ignored.items()):

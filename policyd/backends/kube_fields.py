@@ -1,11 +1,13 @@
 """The fields of the kinds a cluster file holds, as the `kubernetes` client's models declare them,
-and the fields of an object that are none of them.
+and the fields of an object that are none of them or hold a value of another shape.
 
 The API server refuses an unknown field on create (strict field validation, kubectl's default), and a
 cluster file stands for what an API server holds, so an unknown field is reported, never dropped in
 silence. One that is a slip of a field known at its place (`nodeNme`, `Operator`, `tolerationSecond`)
 is an error: the file would mean something else than its author wrote. Another may be a field of a
-newer API than the installed client knows (a snapshot of a newer cluster), so the loader warns.
+newer API than the installed client knows (a snapshot of a newer cluster), so the loader warns. A
+value of another shape than its field's type (a list for an object, a string for a boolean) is an
+error, as the API server cannot decode it; the code reading objects may then trust their shapes.
 
 The table is derived from the installed client's model classes (their `openapi_types` and
 `attribute_map`) on first use, and kept in the user's cache directory under the client's version:
@@ -14,6 +16,7 @@ importing the models costs about 0.14 s, reading the kept table a millisecond.
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import functools
 import importlib.metadata
@@ -26,7 +29,15 @@ from typing import Any
 
 from policyd.user_cache import cache_directory
 
-__all__ = ["KINDS", "UnknownField", "field_table", "unknown_fields"]
+__all__ = [
+    "KINDS",
+    "FieldProblem",
+    "UnknownField",
+    "WrongShape",
+    "field_problems",
+    "field_table",
+    "unknown_fields",
+]
 
 # the kinds a cluster file holds, each read as the client's V1 model of that name
 KINDS = (
@@ -65,6 +76,31 @@ class UnknownField:
     def name(self) -> str:
         """The field's name as written."""
         return str(self.path[-1])
+
+
+@dataclass(frozen=True)
+class WrongShape:
+    """A value of another shape than its field's type (a list where an object goes, a number where
+    a boolean goes): the API server refuses to decode it."""
+
+    path: tuple[str | int, ...]
+    value: Any
+    expected: str  # in JSON Schema's words: object, array, string, integer, number, boolean
+
+
+FieldProblem = UnknownField | WrongShape
+
+# the client's scalar types: the JSON values each accepts, and its name in messages
+_NUMBER = (int, float)
+_SCALARS: dict[str, tuple[tuple[type, ...], str]] = {
+    # a quantity is a `str` in the client's models, and JSON numbers decode to one (`cpu: 4`)
+    "str": ((str, int, float), "string"),
+    "int": ((int,), "integer"),
+    "float": (_NUMBER, "number"),
+    "bool": ((bool,), "boolean"),
+    # a YAML timestamp read by a YAML 1.1 loader is a datetime
+    "datetime": ((str, datetime.date), "string"),
+}
 
 
 def _element(type_: str) -> str:
@@ -150,16 +186,43 @@ def near_field(name: str, known: Mapping[str, str]) -> str | None:
     return close[0] if close else None
 
 
-def unknown_fields(obj: Mapping[str, Any], table: Table | None = None) -> list[UnknownField]:
-    """The fields of `obj` (a cluster-file object of one of `KINDS`) that its kind does not have, in
-    file order; [] for other kinds. Values of the wrong shape are the schema's to report."""
+def field_problems(obj: Mapping[str, Any], table: Table | None = None) -> list[FieldProblem]:
+    """The fields of `obj` (a cluster-file object of one of `KINDS`) that its kind does not have and
+    the values whose shape is not their field's type, in file order; [] for other kinds. A null is
+    the field left out, as the API server reads it."""
     kind = obj.get("kind")
     if kind not in KINDS:
         return []
     return list(_walk(obj, f"V1{kind}", (), table if table is not None else field_table()))
 
 
-def _walk(value: Any, type_: str, path: tuple[str | int, ...], table: Table) -> Iterator[UnknownField]:
+def unknown_fields(obj: Mapping[str, Any], table: Table | None = None) -> list[UnknownField]:
+    """The fields of `obj` that its kind does not have (`field_problems` less the shapes)."""
+    return [p for p in field_problems(obj, table) if isinstance(p, UnknownField)]
+
+
+def _shape(value: Any, type_: str) -> str | None:
+    """The JSON type `value` should have for the client's type `type_`, when it has another."""
+    if value is None or type_ in ("object", "bytes"):  # `object`: IntOrString, RawExtension, ...
+        return None
+    if type_.startswith(_LIST):
+        return None if isinstance(value, list) else "array"
+    scalar = _SCALARS.get(type_)
+    if scalar is None:  # a model or a map
+        return None if isinstance(value, Mapping) else "object"
+    accepted, name = scalar
+    if isinstance(value, bool) and type_ != "bool":
+        return name
+    if type_ == "int" and isinstance(value, float) and value.is_integer():
+        return None  # 5.0 is an integer to JSON Schema (the cluster schema's checks) too
+    return None if isinstance(value, accepted) else name
+
+
+def _walk(value: Any, type_: str, path: tuple[str | int, ...], table: Table) -> Iterator[FieldProblem]:
+    expected = _shape(value, type_)
+    if expected is not None:
+        yield WrongShape(path, value, expected)
+        return
     if type_.startswith(_LIST):
         if isinstance(value, list):
             inner = type_[len(_LIST) : -1]
@@ -174,7 +237,7 @@ def _walk(value: Any, type_: str, path: tuple[str | int, ...], table: Table) -> 
         return
     fields = table.get(type_)
     if fields is None or not isinstance(value, Mapping):
-        return  # a scalar, `object` (anything), or a value of the wrong shape
+        return  # a scalar, `object` (anything), or null
     for key, item in value.items():
         field = fields.get(key) if isinstance(key, str) else None
         if field is None:

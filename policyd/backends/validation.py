@@ -34,7 +34,19 @@ KIND_WORDS = {
     "PriorityClass": "priorityclass",
     "CSIStorageCapacity": "csistoragecapacity",
 }
-NAMESPACED = frozenset({"Pod", "PodDisruptionBudget", "CSIStorageCapacity"})
+# the namespaced kinds of a cluster file (the default namespace when none is given)
+NAMESPACED = frozenset(
+    {
+        "Pod",
+        "PodDisruptionBudget",
+        "Service",
+        "ReplicaSet",
+        "StatefulSet",
+        "ReplicationController",
+        "PersistentVolumeClaim",
+        "CSIStorageCapacity",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ preemption, queue order from the scheduling queue.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from policyd.backends.cluster_file import cluster_objects
-from policyd.backends.kube_fields import UnknownField, unknown_fields
+from policyd.backends.kube_fields import FieldProblem, WrongShape, field_problems
 from policyd.backends.simulated import SimulatedCluster
 from policyd.backends.validation import field_path, object_name, violations
 from policyd.commands.simulate import run_simulation
@@ -131,38 +132,56 @@ def object_diagnostics(path: str, text: str) -> list[Diagnostic]:
         if not isinstance(data, dict) or data.get("kind") != SUITE_KIND:
             continue
         doc = SchemaDocument(source, root, diagnostics)
-        for where, obj, kind in _suite_objects(data):
+        for where, obj, kind in [*_suite_objects(data), *_storage_objects(data)]:
             typed = {**obj, "kind": obj.get("kind") or kind}
+            reported = set()
             for found in violations(typed, path):
+                reported.add(found.field)
                 node = _field_node(doc.root, [*where, *_field_parts(found.field)])
                 doc.error_at(node, f"{found.obj}: {found.field}: {found.message}", "object")
-            for unknown in unknown_fields(typed):
-                _unknown_field(doc, where, typed, unknown)
+            for problem in field_problems(typed):
+                if field_path(problem.path) not in reported:
+                    _field_problem(doc, where, typed, problem)
         _duplicates(doc, data)
     return diagnostics
 
 
-def _unknown_field(
-    doc: SchemaDocument, where: list[str | int], obj: Mapping[str, Any], unknown: UnknownField
+def _field_problem(
+    doc: SchemaDocument, where: list[str | int], obj: Mapping[str, Any], problem: FieldProblem
 ) -> None:
-    """Report a field of a suite's object that its kind does not have, at its key."""
-    value, key = doc.node_at([*where, *unknown.path])
+    """Report a field of a suite's object that its kind does not have, or a value of another shape
+    than its field's type, at its key."""
+    value, key = doc.node_at([*where, *problem.path])
     node = key if key is not None else value
-    field = f"{object_name(obj)}: {field_path(unknown.path)}"
-    if unknown.near is not None:
+    field = f"{object_name(obj)}: {field_path(problem.path)}"
+    if isinstance(problem, WrongShape):
+        shown = json.dumps(problem.value, default=str)
+        doc.error_at(node, f"{field}: Invalid value: {shown}: must be of type {problem.expected}", "object")
+    elif problem.near is not None:
         doc.error_at(
-            node, f'{field}: unknown field "{unknown.name}" (did you mean "{unknown.near}"?)', "object"
+            node, f'{field}: unknown field "{problem.name}" (did you mean "{problem.near}"?)', "object"
         )
     else:
         doc.diagnostics.append(
             doc.source.diagnostic(
                 "warning",
-                f'{field}: unknown field "{unknown.name}" (not in the installed Kubernetes client\'s API)',
+                f'{field}: unknown field "{problem.name}" (not in the installed Kubernetes client\'s API)',
                 node.start_mark.index,
                 node.end_mark.index,
                 "unknown-field",
             )
         )
+
+
+def _storage_objects(suite: Mapping[str, Any]) -> Iterator[tuple[list[str | int], Mapping[str, Any], str]]:
+    """(path in the document, object, its kind) of the storage objects of the suite and its cases."""
+    holders: list[tuple[list[str | int], Any]] = [([], suite)]
+    holders += [(["cases", i], case) for i, case in enumerate(suite.get("cases") or ())]
+    for where, holder in holders:
+        items = holder.get("storage") if isinstance(holder, Mapping) else None
+        for j, obj in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(obj, Mapping):
+                yield [*where, "storage", j], obj, str(obj.get("kind"))
 
 
 def _duplicates(doc: SchemaDocument, suite: Mapping[str, Any]) -> None:

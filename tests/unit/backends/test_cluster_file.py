@@ -229,6 +229,32 @@ def test_a_file_of_known_fields_loads_without_a_warning(caplog: pytest.LogCaptur
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
+def test_a_value_of_another_shape_than_its_field_is_an_error_at_its_key(tmp_path: Path) -> None:
+    """Kinds the cluster schema does not describe (volumes, claims, Services) are held to the
+    client's types: a list where an object goes would have reached the code that reads it."""
+    text = (
+        "kind: PersistentVolume\nmetadata: {name: v}\nspec: []\n---\n"
+        "kind: Service\nmetadata: {name: s}\nspec:\n  selector: [app]\n"
+    )
+    with pytest.raises(ClusterDataError) as caught:
+        load_cluster(_write(tmp_path, "c.yaml", text))
+    assert str(caught.value).splitlines() == [
+        f"{tmp_path}/c.yaml:3:1: persistentvolume v: spec: Invalid value: []: must be of type object",
+        f'{tmp_path}/c.yaml:8:3: service default/s: spec.selector: Invalid value: ["app"]: must be of type'
+        " object",
+    ]
+
+
+def test_a_shape_the_schema_reports_is_reported_once() -> None:
+    pod = make_pod("p", cpu="100m")
+    pod["spec"]["containers"] = "c"
+    with pytest.raises(ClusterDataError) as caught:
+        cluster_objects([pod], "objs")
+    assert [line.split(": ", 2)[2] for line in str(caught.value).splitlines()] == [
+        'spec.containers: Invalid value: "c": must be of type array'
+    ]
+
+
 def test_kinds_policyd_does_not_read_are_not_taken_for_slips() -> None:
     from policyd.backends.cluster_file import near_kind
 

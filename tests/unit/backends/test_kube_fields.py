@@ -99,3 +99,33 @@ def test_without_a_cache_directory_the_table_is_derived_each_time(
         assert field_table()["V1Toleration"]["operator"] == "str"
     finally:
         field_table.cache_clear()
+
+
+def test_values_of_another_shape_than_their_fields_type_are_found() -> None:
+    from policyd.backends.kube_fields import WrongShape, field_problems
+
+    volume = {
+        "kind": "PersistentVolume",
+        "metadata": {"name": "v", "labels": {"ssd": True}},  # a label value is a string
+        "spec": {
+            "capacity": {"storage": 10},  # a quantity may be written as a number
+            "claimRef": None,  # null: left out
+            "accessModes": "ReadWriteOnce",  # a list
+            "nodeAffinity": {"required": [{"key": "a"}]},  # an object
+            "mountOptions": ["a", 1.5],
+        },
+    }
+    assert field_problems(volume, derive_table()) == [
+        WrongShape(("metadata", "labels", "ssd"), True, "string"),
+        WrongShape(("spec", "accessModes"), "ReadWriteOnce", "array"),
+        WrongShape(("spec", "nodeAffinity", "required"), [{"key": "a"}], "object"),
+    ]
+    pod = make_pod("p", cpu="1")
+    pod["spec"]["priority"] = 5.0  # an integer to JSON Schema too
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": "80", "hostPort": True}]
+    pod["spec"]["topologySpreadConstraints"] = [{"maxSkew": 1, "labelSelector": "app=web"}]
+    assert field_problems(pod, derive_table()) == [
+        WrongShape(("spec", "containers", 0, "ports", 0, "containerPort"), "80", "integer"),
+        WrongShape(("spec", "containers", 0, "ports", 0, "hostPort"), True, "integer"),
+        WrongShape(("spec", "topologySpreadConstraints", 0, "labelSelector"), "app=web", "object"),
+    ]

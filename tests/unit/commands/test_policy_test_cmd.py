@@ -154,6 +154,25 @@ def test_a_misspelt_field_of_a_suite_object_is_an_error_and_an_unknown_one_a_war
     assert any("spec.frobnicate" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
 
 
+def test_a_storage_object_of_the_wrong_shape_is_an_error_at_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A suite's storage objects are checked as its nodes and pods are (a list for a volume's spec
+    reached the volume code and ended `policyd test` with a traceback)."""
+    path = _suite(tmp_path, {"node": "big"})
+    suite = yaml.safe_load(path.read_text())
+    suite["storage"] = [{"kind": "PersistentVolume", "metadata": {"name": "disk"}, "spec": [1]}]
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    assert main(["test", str(path)]) == 2
+    err = capsys.readouterr().err
+    line = _line_of(path, "- 1") - 1  # the spec's key, above its one item
+    assert (
+        f"{path}:{line}:3: error: persistentvolume disk: spec: Invalid value: [1]: must be of type object"
+        in err
+    )
+    assert "Traceback" not in err
+
+
 def test_an_object_named_twice_in_a_cases_cluster_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
