@@ -381,7 +381,7 @@ def _field_problems(
 
 def _classify(located: Sequence[_Located], source: str, text: str | None = None) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names, fields and duplicates, resolve priorities
-    (`text`: the text the objects were read from, to point at a misspelt field)."""
+    (`text`: the text the objects were read from, to point at a field)."""
     buckets: dict[str, list[Obj]] = {attr: [] for attr in set(_KINDS.values())}
     pod_where: dict[int, str] = {}
     seen: dict[tuple[str, str], str] = {}

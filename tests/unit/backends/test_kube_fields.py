@@ -6,11 +6,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from policyd.backends import kube_fields
-from policyd.backends.kube_fields import UnknownField, derive_table, field_table, near_field, unknown_fields
+from policyd.backends.kube_fields import (
+    FieldProblem,
+    Table,
+    UnknownField,
+    derive_table,
+    field_problems,
+    field_table,
+    near_field,
+)
 from tests.builders import make_node, make_pod
 
 
@@ -45,6 +54,10 @@ def test_the_table_holds_every_kind_and_the_fields_of_the_models_they_reach() ->
 )
 def test_a_slip_is_matched_to_the_known_field_of_its_place(name: str, near: str | None) -> None:
     assert near_field(name, derive_table()["V1PodSpec"]) == near
+
+
+def unknown_fields(obj: dict[str, Any], table: Table | None = None) -> list[FieldProblem]:
+    return [p for p in field_problems(obj, table) if isinstance(p, UnknownField)]
 
 
 def test_unknown_fields_are_found_at_every_depth_in_file_order() -> None:
@@ -102,7 +115,7 @@ def test_without_a_cache_directory_the_table_is_derived_each_time(
 
 
 def test_values_of_another_shape_than_their_fields_type_are_found() -> None:
-    from policyd.backends.kube_fields import WrongShape, field_problems
+    from policyd.backends.kube_fields import WrongShape
 
     volume = {
         "kind": "PersistentVolume",
