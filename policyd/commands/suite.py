@@ -120,12 +120,12 @@ def load_suite(path: Path) -> dict[str, Any]:
 
 
 def object_diagnostics(path: str, text: str) -> list[Diagnostic]:
-    """The nodes, pods and PodDisruptionBudgets of the suites in `text` (a file that passed
-    `check_document`) checked as `policyd simulate` checks a cluster file's objects
+    """The nodes, pods, PodDisruptionBudgets and storage objects of the suites in `text` (a file that
+    passed `check_document`) checked as `policyd simulate` checks a cluster file's objects
     (`policyd.backends.validation`, `policyd.backends.kube_fields`): a typo such as `conatiners` or
-    `nodeSelectr`, a bad quantity or a toleration that cannot be is an error at the field it
-    concerns, not a case that fails for no visible reason; a field unknown to the installed client
-    and no slip of a known one is a warning."""
+    `nodeSelectr`, a value of the wrong shape, a bad quantity or a toleration that cannot be is an
+    error at the field it concerns, not a case that fails for no visible reason; a field unknown to
+    the installed client and no slip of a known one is a warning."""
     source = SourceFile(path, text)
     diagnostics: list[Diagnostic] = []
     for root, data in documents(source, diagnostics):
@@ -175,13 +175,19 @@ def _field_problem(
 
 def _storage_objects(suite: Mapping[str, Any]) -> Iterator[tuple[list[str | int], Mapping[str, Any], str]]:
     """(path in the document, object, its kind) of the storage objects of the suite and its cases."""
-    holders: list[tuple[list[str | int], Any]] = [([], suite)]
-    holders += [(["cases", i], case) for i, case in enumerate(suite.get("cases") or ())]
-    for where, holder in holders:
-        items = holder.get("storage") if isinstance(holder, Mapping) else None
+    for where, holder in _holders(suite):
+        items = holder.get("storage")
         for j, obj in enumerate(items if isinstance(items, list) else ()):
             if isinstance(obj, Mapping):
                 yield [*where, "storage", j], obj, str(obj.get("kind"))
+
+
+def _holders(suite: Mapping[str, Any]) -> Iterator[tuple[list[str | int], Mapping[str, Any]]]:
+    """(path in the document, mapping) of the suite and of each of its cases: what holds objects."""
+    yield [], suite
+    for i, case in enumerate(suite.get("cases") or ()):
+        if isinstance(case, Mapping):
+            yield ["cases", i], case
 
 
 def _duplicates(doc: SchemaDocument, suite: Mapping[str, Any]) -> None:
@@ -216,11 +222,7 @@ def _duplicates(doc: SchemaDocument, suite: Mapping[str, Any]) -> None:
 
 def _suite_objects(suite: Mapping[str, Any]) -> Iterator[tuple[list[str | int], Mapping[str, Any], str]]:
     """(path in the document, object, the kind its list holds) of every object of the suite and its cases."""
-    holders: list[tuple[list[str | int], Any]] = [([], suite)]
-    holders += [(["cases", i], case) for i, case in enumerate(suite.get("cases") or ())]
-    for where, holder in holders:
-        if not isinstance(holder, Mapping):
-            continue
+    for where, holder in _holders(suite):
         for name, kind in OBJECT_LISTS.items():
             items = holder.get(name)
             for j, obj in enumerate(items if isinstance(items, list) else ()):
