@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from policyd.cli import main
+
+if TYPE_CHECKING:
+    from policyd.commands.run import Runner
 
 CONTEXTLESS = """apiVersion: v1
 kind: Config
@@ -121,8 +125,8 @@ def test_unusable_certificate_file_is_one_clear_line(
     assert f"--tls-cert-file {tmp_path / 'missing.crt'}: cannot read" in err
 
 
-def test_not_ready_before_policies_and_caches(tmp_path: Path) -> None:
-    """/readyz fails from the moment the server could answer until start() wired everything."""
+def _runner(tmp_path: Path) -> Runner:
+    """A Runner of a kubeconfig naming no reachable server, without leader election, on any port."""
     from policyd.commands.run import Runner
     from policyd.service import config as configuration
 
@@ -135,7 +139,12 @@ def test_not_ready_before_policies_and_caches(tmp_path: Path) -> None:
             "clientConnection": {"kubeconfig": str(kubeconfig)},
         }
     )
-    runner = Runner(cfg)
+    return Runner(cfg)
+
+
+def test_not_ready_before_policies_and_caches(tmp_path: Path) -> None:
+    """/readyz fails from the moment the server could answer until start() wired everything."""
+    runner = _runner(tmp_path)
     try:
         failed = dict((name, reason) for name, reason in runner.server.readyz.run() if reason)
         assert failed == {"informer-sync": "caches not synced", "policy": "policies not loaded"}
@@ -149,19 +158,7 @@ def test_a_failing_scheduling_loop_ends_the_process_rather_than_holding_the_leas
     """An exception out of the scheduling loop (a bug, data no check foresaw) would leave a leader
     that renews its lease and schedules nothing: it is logged and made fatal, as a panic in
     kube-scheduler's cycle ends the process, so that `run` shuts down, releases the lease and exits 1."""
-    from policyd.commands.run import Runner
-    from policyd.service import config as configuration
-
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(CONTEXTLESS + "current-context: c\n")
-    cfg = configuration.from_dict(
-        {
-            "leaderElection": {"leaderElect": False},
-            "serving": {"port": 0, "insecure": True},
-            "clientConnection": {"kubeconfig": str(kubeconfig)},
-        }
-    )
-    runner = Runner(cfg)
+    runner = _runner(tmp_path)
 
     class Synced:
         def wait_for_sync(self, timeout: float) -> bool:
