@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -89,17 +88,41 @@ def _json_path(parts: Any) -> str:
     return out
 
 
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong in a configuration document: where (its JSON path), what, and the unknown keys
+    it is about (an error is pointed at the first of them rather than at their mapping)."""
+
+    path: tuple[str | int, ...]
+    message: str
+    keys: tuple[str, ...] = ()
+
+
+class InvalidConfig(ConfigError):
+    """A configuration document breaks its schema or a rule; `problems` by JSON path, so that `load`
+    points each at its line and column. The message is one `SOURCE: $.path: problem` line each."""
+
+    def __init__(self, source: str, problems: Sequence[ConfigProblem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        super().__init__("\n".join(f"{source}: {_json_path(p.path)}: {p.message}" for p in self.problems))
+
+
+def _schema_problem(err: jsonschema.ValidationError) -> ConfigProblem:
+    keys: tuple[str, ...] = ()
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        known = err.schema.get("properties", {}) if isinstance(err.schema, dict) else {}
+        keys = tuple(str(k) for k in err.instance if k not in known)
+    return ConfigProblem(tuple(err.absolute_path), err.message, keys)
+
+
 def validate(doc: Any, source: str = "<config>") -> None:
-    """Raise ConfigError naming the JSON path of the first schema violation (deepest first)."""
+    """Raise InvalidConfig naming the JSON path of the first schema violation (deepest first)."""
     errors = sorted(_validator().iter_errors(doc), key=lambda e: (list(e.absolute_path), e.message))
     if not errors:
         return
     best = jsonschema.exceptions.best_match(errors)
-    lines = [f"{source}: {_json_path(best.absolute_path)}: {best.message}"]
-    for err in errors:
-        if err is not best:
-            lines.append(f"{source}: {_json_path(err.absolute_path)}: {err.message}")
-    raise ConfigError("\n".join(lines))
+    raise InvalidConfig(source, [_schema_problem(e) for e in [best, *(e for e in errors if e is not best)]])
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +275,7 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise ConfigError(f"{source}: $: expected a mapping, got {type(doc).__name__}")
+        raise InvalidConfig(source, [ConfigProblem((), f"expected a mapping, got {type(doc).__name__}")])
     validate(doc, source)
     merged = _merge(defaults(), doc)
     if "profiles" not in doc and "policySources" in doc:
@@ -263,19 +286,20 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
     for i, p in enumerate(merged["profiles"]):
         name = p["schedulerName"]
         if name in names:
-            raise ConfigError(f"{source}: $.profiles[{i}].schedulerName: duplicate scheduler name {name!r}")
+            problem = ConfigProblem(("profiles", i, "schedulerName"), f"duplicate scheduler name {name!r}")
+            raise InvalidConfig(source, [problem])
         names.add(name)
         own = [_source(s) for s in p.get("policySources", [])]
         sources = own or shared or [PolicySourceRef(path=str(shipped.default_policy()))]
         profiles.append(Profile(name, tuple(sources)))
     backoff = merged["backoff"]
     if backoff["initialSeconds"] > backoff["maxSeconds"]:
-        raise ConfigError(f"{source}: $.backoff.initialSeconds: must not exceed backoff.maxSeconds")
+        problem = ConfigProblem(("backoff", "initialSeconds"), "must not exceed backoff.maxSeconds")
+        raise InvalidConfig(source, [problem])
     le = merged["leaderElection"]
     if not le["leaseDurationSeconds"] > le["renewDeadlineSeconds"] > le["retryPeriodSeconds"]:
-        raise ConfigError(
-            f"{source}: $.leaderElection: need leaseDurationSeconds > renewDeadlineSeconds > retryPeriodSeconds"
-        )
+        need = "need leaseDurationSeconds > renewDeadlineSeconds > retryPeriodSeconds"
+        raise InvalidConfig(source, [ConfigProblem(("leaderElection",), need)])
     client = merged["clientConnection"]
     serving = merged["serving"]
     secure = _secure_serving(serving, source)
@@ -308,13 +332,13 @@ def from_dict(doc: Any, source: str = "<config>") -> Config:
 def _secure_serving(serving: dict[str, Any], source: str) -> SecureServing | None:
     tls, authn, authz = serving["tls"], serving["authentication"], serving["authorization"]
     if bool(tls["certFile"]) != bool(tls["privateKeyFile"]):
-        raise ConfigError(
-            f"{source}: $.serving.tls: certFile and privateKeyFile go together (or neither: self-signed)"
-        )
+        together = "certFile and privateKeyFile go together (or neither: self-signed)"
+        raise InvalidConfig(source, [ConfigProblem(("serving", "tls"), together)])
     for i, path in enumerate(authz["alwaysAllowPaths"]):
         problem = authorization.always_allow_path_problem(path)
         if problem:
-            raise ConfigError(f"{source}: $.serving.authorization.alwaysAllowPaths[{i}]: {problem}")
+            at = ("serving", "authorization", "alwaysAllowPaths", i)
+            raise InvalidConfig(source, [ConfigProblem(at, problem)])
     if serving["insecure"]:
         named = [
             f"serving.{section}.{key}"
@@ -328,10 +352,8 @@ def _secure_serving(serving: dict[str, Any], source: str) -> SecureServing | Non
             if serving[section][key]
         ]
         if named:
-            raise ConfigError(
-                f"{source}: $.serving.insecure: plain HTTP has no TLS or authentication; "
-                f"remove {', '.join(named)} or serve securely"
-            )
+            plain = f"plain HTTP has no TLS or authentication; remove {', '.join(named)} or serve securely"
+            raise InvalidConfig(source, [ConfigProblem(("serving", "insecure"), plain)])
         return None
     return SecureServing(
         cert_file=str(tls["certFile"]),
@@ -363,49 +385,41 @@ def load(path: str | Path | None) -> Config:
         raise ConfigError(f"{p}{where}: invalid YAML: {getattr(err, 'problem', err)}") from err
     try:
         return from_dict(doc, str(p))
-    except ConfigError as err:
-        raise ConfigError(_with_positions(str(err), str(p), text)) from None
+    except InvalidConfig as err:
+        raise ConfigError(_with_positions(err, text)) from None
 
 
-_PATH_PART = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
-_UNEXPECTED = re.compile(r"Additional properties are not allowed \((.*) (?:was|were) unexpected\)")
-_QUOTED = re.compile(r"'([^']*)'")
-
-
-def _with_positions(message: str, source: str, text: str) -> str:
-    """`message` with `SOURCE: $.path: ...` lines turned into `SOURCE:LINE:COL: $.path: ...`."""
+def _with_positions(err: InvalidConfig, text: str) -> str:
+    """`err`'s message with each `SOURCE: $.path: ...` line as `SOURCE:LINE:COL: $.path: ...`, at the
+    value its path names (the deepest one written), or at the first unknown key it is about."""
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:  # pragma: no cover - `load` parsed the same text
-        return message
+        return str(err)
     if root is None:
-        return message
-    prefix = f"{source}: $"
+        return str(err)
     lines = []
-    for line in message.splitlines():
-        if line.startswith(prefix):
-            path, _, problem = line[len(prefix) - 1 :].partition(": ")
-            node = _node_at(root, path)
-            unexpected = _UNEXPECTED.search(problem)  # point at the first unknown key itself
-            if unexpected and isinstance(node, yaml.MappingNode):
-                names = _QUOTED.findall(unexpected.group(1))
-                node = next((k for k, _ in node.value if k.value in names), node)
-            mark = node.start_mark
-            line = f"{source}:{mark.line + 1}:{mark.column + 1}: {line[len(source) + 2 :]}"
-        lines.append(line)
+    for problem in err.problems:
+        node = _node_at(root, problem.path)
+        if problem.keys and isinstance(node, yaml.MappingNode):
+            node = next((k for k, _ in node.value if k.value in problem.keys), node)
+        mark = node.start_mark
+        lines.append(
+            f"{err.source}:{mark.line + 1}:{mark.column + 1}: {_json_path(problem.path)}: {problem.message}"
+        )
     return "\n".join(lines)
 
 
-def _node_at(root: yaml.Node, path: str) -> yaml.Node:
-    """The node a JSON path (`$.a.b[0]`) names, or the deepest one on the way that exists."""
+def _node_at(root: yaml.Node, path: Sequence[str | int]) -> yaml.Node:
+    """The node a JSON path names, or the deepest one on the way that exists."""
     node = root
-    for key, index in _PATH_PART.findall(path[1:]):
-        if isinstance(node, yaml.MappingNode) and key:
+    for part in path:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
             found = next(
-                (v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None
+                (v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None
             )
-        elif isinstance(node, yaml.SequenceNode) and index and int(index) < len(node.value):
-            found = node.value[int(index)]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            found = node.value[part]
         else:
             found = None
         if found is None:

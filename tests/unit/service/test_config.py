@@ -132,6 +132,18 @@ def test_errors_in_a_file_name_the_line_and_column_of_the_value(tmp_path: Path) 
         config.load(path)
 
 
+def test_positions_do_not_depend_on_what_the_files_path_holds(tmp_path: Path) -> None:
+    """The problems are kept by JSON path, not read back from the message: a directory whose name
+    holds a line break or reads like a message changes nothing."""
+    folder = tmp_path / "two\nlines: $.profiles[0]: y"
+    folder.mkdir()
+    path = folder / "policyd.yaml"
+    path.write_text("profiles:\n- schedulerName: a\n- schedulerName: a\n")
+    with pytest.raises(ConfigError) as raised:
+        config.load(path)
+    assert str(raised.value) == f"{path}:3:18: $.profiles[1].schedulerName: duplicate scheduler name 'a'"
+
+
 def test_allow_profile_removal_defaults_off_and_can_be_set(tmp_path: Path) -> None:
     assert config.load(None).allow_profile_removal is False
     path = tmp_path / "policyd.yaml"
