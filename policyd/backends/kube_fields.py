@@ -11,8 +11,8 @@ error, as the API server cannot decode it; the code reading objects may then tru
 
 The table is derived from the installed client's model classes (their `openapi_types` and
 `attribute_map`) on first use, and kept in the user's cache directory under the client's version:
-deriving it took 0.44-0.48 s here (most of it importing the models), reading the kept table 2.5 ms
-(the version is read from the package's metadata, without importing it).
+deriving it took 0.44-0.58 s in six runs here (most of it importing the models), reading the kept
+table 2.5 ms (the version is read from the package's metadata, without importing it).
 """
 
 from __future__ import annotations
