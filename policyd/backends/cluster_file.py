@@ -379,9 +379,12 @@ def _field_problems(
     return problems
 
 
-def _classify(located: Sequence[_Located], source: str, text: str | None = None) -> ClusterObjects:
+def _classify(
+    located: Sequence[_Located], source: str, text: str | None = None, check_fields: bool = True
+) -> ClusterObjects:
     """Sort objects by kind (file order kept), check names, fields and duplicates, resolve priorities
-    (`text`: the text the objects were read from, to point at a field)."""
+    (`text`: the text the objects were read from, to point at a field; `check_fields`: False for
+    objects whose fields their reader checked already, to point at them in its own file)."""
     buckets: dict[str, list[Obj]] = {attr: [] for attr in set(_KINDS.values())}
     pod_where: dict[int, str] = {}
     seen: dict[tuple[str, str], str] = {}
@@ -408,7 +411,8 @@ def _classify(located: Sequence[_Located], source: str, text: str | None = None)
         if attr == "pods":
             pod_where[len(buckets["pods"])] = loc.where
         buckets[attr].append(obj)
-    problems.extend(_field_problems(located, source, text, reported))
+    if check_fields:
+        problems.extend(_field_problems(located, source, text, reported))
     if problems:  # every violation of every object, as the API server would have refused them
         raise ClusterDataError("\n".join(str(p) for p in problems))
     for kind, count in sorted(ignored.items()):
@@ -448,9 +452,12 @@ def load_cluster(path: str) -> ClusterObjects:
     return load_cluster_text(text, path)
 
 
-def cluster_objects(objects: Iterable[Mapping[str, Any]], source: str = "<objects>") -> ClusterObjects:
-    """Build `ClusterObjects` from in-memory objects (as the loader would from a file)."""
+def cluster_objects(
+    objects: Iterable[Mapping[str, Any]], source: str = "<objects>", check_fields: bool = True
+) -> ClusterObjects:
+    """Build `ClusterObjects` from in-memory objects (as the loader would from a file; `check_fields`:
+    False where the caller checked the objects' fields against the API already)."""
     located: list[_Located] = []
     for i, obj in enumerate(objects):
         located.extend(_objects(_Located(dict(obj), f"{source} [{i}]")))
-    return _classify(located, source)
+    return _classify(located, source, check_fields=check_fields)

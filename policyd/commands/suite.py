@@ -296,7 +296,8 @@ def first_cycle(profile: CompiledProfile, policies: CompiledPolicySet, cluster: 
     only = CompiledPolicySet(
         policies.generation, policies.content_hash, {profile.scheduler_name: profile}, policies.sources
     )
-    storage = cluster_objects(cluster.storage, "storage").storage()  # API defaulting, as a cluster file's
+    # API defaulting, as a cluster file's; the suite's loader checked their fields and warned at them
+    storage = cluster_objects(cluster.storage, "storage", check_fields=False).storage()
     backend = SimulatedCluster(cluster.nodes, cluster.pods, cluster.pdbs, storage=storage)
     scheduler = run_simulation(only, backend, SEED, explain=True, max_attempts=1)
     attempts = scheduler.attempts.for_pod(cluster.pod_key)

@@ -173,6 +173,30 @@ def test_a_storage_object_of_the_wrong_shape_is_an_error_at_its_field(
     assert "Traceback" not in err
 
 
+def test_an_unknown_field_of_a_storage_object_is_warned_once_at_its_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The suite's loader warns at the field; the case's cluster, built from the same objects, does
+    not warn again without a position (it named the file `storage`)."""
+    path = _suite(tmp_path, {"node": "big"})
+    suite = yaml.safe_load(path.read_text())
+    suite["storage"] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "local"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "frobnicate": True,
+        }
+    ]
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    assert main(["test", str(path)]) == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    about = [w for w in warnings if "frobnicate" in w]
+    assert len(about) == 1, warnings
+    assert f"{path}:{_line_of(path, 'frobnicate')}:3: warning: storageclass local: frobnicate" in about[0]
+
+
 def test_an_object_named_twice_in_a_cases_cluster_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
