@@ -232,3 +232,39 @@ def test_image_runs_in_cluster_style_schedules_reloads_and_answers_probes(
         assert not lease["spec"].get("holderIdentity"), "the lease is released on SIGTERM"
     except ApiError as err:
         assert err.status == 404, err
+
+
+TABLES_USED = """
+import logging
+import lark
+messages = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        messages.append(record.getMessage())
+lark.logger.addHandler(Keep())
+lark.logger.setLevel(logging.DEBUG)
+from policyd.backends import kube_fields
+from policyd.cel import parser
+from policyd.policy import text_form
+parser._parser()
+text_form._parser()
+def derive():
+    raise SystemExit("the field table was derived")
+kube_fields.derive_table = derive
+kube_fields.field_table()
+print("\\n".join(messages))
+"""
+
+
+def test_the_image_reads_the_tables_it_was_built_with(image: str, container_name: str) -> None:
+    """The grammars' parse tables and the API's field table are read from the image (made when it
+    was built), not derived at each start, by the Deployment's user on a read-only root filesystem."""
+    user = deployment_container()["pod"]["securityContext"]["runAsUser"]
+    done = run(
+        *PODMAN, "run", "--name", container_name, *ULIMITS, "--read-only", "--read-only-tmpfs=false",
+        "--user", str(user), "--entrypoint", "python3", image, "-c", TABLES_USED,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Loading grammar from cache"] * 2, done.stdout
+    assert not [line for line in lines if "Saving" in line], done.stdout
