@@ -101,12 +101,8 @@ def test_a_damaged_kept_table_is_derived_again_and_replaced(cache_home: Path) ->
     assert json.loads(kept.read_text()) == field_table()
 
 
-def test_without_a_cache_directory_the_table_is_derived_each_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")  # a file where the directory would go
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+@pytest.mark.usefixtures("no_cache_directory")
+def test_without_a_cache_directory_the_table_is_derived_each_time() -> None:
     field_table.cache_clear()
     try:
         assert field_table()["V1Toleration"]["operator"] == "str"

@@ -32,14 +32,9 @@ def test_the_file_is_in_the_users_cache_directory_and_named_by_the_grammar(
     assert parser_cache("cel", 'start: A\nA: "b"\n') != first
 
 
-def test_no_cache_directory_means_no_cache_and_the_parser_still_works(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("")  # a file where the directory would go
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+def test_no_cache_directory_means_no_cache_and_the_parser_still_works(no_cache_directory: Path) -> None:
     assert parser_cache("cel", 'start: A\nA: "a"\n') is False
-    done = _policyd(blocker, "eval", "'abc'.size()")
+    done = _policyd(no_cache_directory, "eval", "'abc'.size()")
     assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr
 
 
