@@ -16,6 +16,7 @@ from typing import Any
 
 from policyd.errors import ClusterDataError
 from policyd.scheduler.clock import Clock
+from policyd.scheduler.cluster.resources import INT64_BOUND
 from policyd.scheduler.snapshot import NodeInfoLike, PodInfoLike, Snapshot
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,6 @@ log = logging.getLogger(__name__)
 NodeFactory = Callable[[Mapping[str, Any]], NodeInfoLike]
 
 DEFAULT_ASSUMED_TTL = 30.0
-_INT64_BOUND = 2**63
 # a node's sums of its pods' amounts: (the node's CEL key, each pod's)
 _SUMS = (("requested", "requests"), ("nonZeroRequested", "nonZeroRequests"))
 
@@ -37,7 +37,7 @@ def beyond_int64(state: NodeInfoLike, pod: PodInfoLike) -> str | None:
         totals = state.cel.get(total_key) or {}
         earlier = (old.cel.get(pod_key) or {}) if old is not None else {}
         for res, amount in (pod.cel.get(pod_key) or {}).items():
-            if totals.get(res, 0) - earlier.get(res, 0) + amount >= _INT64_BOUND:
+            if totals.get(res, 0) - earlier.get(res, 0) + amount >= INT64_BOUND:
                 return str(res)
     return None
 

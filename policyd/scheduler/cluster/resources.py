@@ -31,7 +31,8 @@ _NON_ZERO_DEFAULTS = {
     "cpu": Fraction(DEFAULT_MILLI_CPU_REQUEST, 1000),
     "memory": Fraction(DEFAULT_MEMORY_REQUEST),
 }
-_INT64_BOUND = 2**63
+# amounts and their sums are int64 in kube-scheduler: values at or beyond this are refused
+INT64_BOUND = 2**63
 # resources every pod's requests and every node's `requested` carry (0 when not requested)
 ALWAYS_REQUESTED = ("cpu", "memory", "ephemeral-storage")
 
@@ -41,7 +42,7 @@ def resource_value(name: str, q: Fraction) -> int:
     QuantityError when it is beyond int64, the integers kube-scheduler computes in (its `MilliValue`
     of `10Ei` cpu wraps around to a negative number; policyd refuses the object instead)."""
     value = to_milli(q) if name == "cpu" else to_int(q)
-    if not -_INT64_BOUND <= value < _INT64_BOUND:
+    if not -INT64_BOUND <= value < INT64_BOUND:
         unit = "millicores" if name == "cpu" else "units"
         raise QuantityError(f"{value} {unit} is beyond the 64-bit integers kube-scheduler counts in")
     return value
