@@ -342,7 +342,7 @@ def _field_problems(
     strays: dict[tuple[str, str], list[str]] = {}
     for index, loc in enumerate(located):
         for problem in kube_fields.field_problems(loc.obj):
-            if isinstance(problem, kube_fields.UnknownField) and problem.near is None:
+            if not problem.is_error:
                 shape = re.sub(r"\[\d+\]", "[*]", validation.field_path(problem.path))
                 strays.setdefault((str(loc.obj.get("kind")), shape), []).append(loc.where)
             elif (index, validation.field_path(problem.path)) not in reported:
@@ -363,17 +363,12 @@ def _field_problems(
     for index, problem in found:
         loc = located[index]
         where = marked[index].key_mark(source, problem.path) if index < len(marked) else None
-        if isinstance(problem, kube_fields.UnknownField):
-            message = f'unknown field "{problem.name}" (did you mean "{problem.near}"?)'
-        else:
-            value = json.dumps(problem.value, default=str)
-            message = f"Invalid value: {value}: must be of type {problem.expected}"
         problems.append(
             validation.Violation(
                 where or loc.where,
                 validation.object_name(loc.obj),
                 validation.field_path(problem.path),
-                message,
+                problem.message,
             )
         )
     return problems

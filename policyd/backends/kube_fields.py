@@ -77,6 +77,18 @@ class UnknownField:
         """The field's name as written."""
         return str(self.path[-1])
 
+    @property
+    def is_error(self) -> bool:
+        """A slip of a known field is an error; another unknown field (a newer API's) a warning."""
+        return self.near is not None
+
+    @property
+    def message(self) -> str:
+        """What is wrong, in the API server's words, with the field meant when there is one."""
+        if self.near is not None:
+            return f'unknown field "{self.name}" (did you mean "{self.near}"?)'
+        return f'unknown field "{self.name}" (not in the installed Kubernetes client\'s API)'
+
 
 @dataclass(frozen=True)
 class WrongShape:
@@ -86,6 +98,13 @@ class WrongShape:
     path: tuple[str | int, ...]
     value: Any
     expected: str  # in JSON Schema's words: object, array, string, integer, number, boolean
+
+    is_error = True  # the API server cannot decode the value
+
+    @property
+    def message(self) -> str:
+        """What is wrong, in the API server's words."""
+        return f"Invalid value: {json.dumps(self.value, default=str)}: must be of type {self.expected}"
 
 
 FieldProblem = UnknownField | WrongShape

@@ -11,7 +11,6 @@ preemption, queue order from the scheduling queue.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,7 +21,7 @@ from typing import Any
 import yaml
 
 from policyd.backends.cluster_file import cluster_objects
-from policyd.backends.kube_fields import FieldProblem, WrongShape, field_problems
+from policyd.backends.kube_fields import FieldProblem, field_problems
 from policyd.backends.simulated import SimulatedCluster
 from policyd.backends.validation import field_path, object_name, violations
 from policyd.commands.simulate import run_simulation
@@ -154,18 +153,13 @@ def _field_problem(
     value, key = doc.node_at([*where, *problem.path])
     node = key if key is not None else value
     field = f"{object_name(obj)}: {field_path(problem.path)}"
-    if isinstance(problem, WrongShape):
-        shown = json.dumps(problem.value, default=str)
-        doc.error_at(node, f"{field}: Invalid value: {shown}: must be of type {problem.expected}", "object")
-    elif problem.near is not None:
-        doc.error_at(
-            node, f'{field}: unknown field "{problem.name}" (did you mean "{problem.near}"?)', "object"
-        )
+    if problem.is_error:
+        doc.error_at(node, f"{field}: {problem.message}", "object")
     else:
         doc.diagnostics.append(
             doc.source.diagnostic(
                 "warning",
-                f'{field}: unknown field "{problem.name}" (not in the installed Kubernetes client\'s API)',
+                f"{field}: {problem.message}",
                 node.start_mark.index,
                 node.end_mark.index,
                 "unknown-field",
