@@ -18,7 +18,6 @@ table 2.5 ms (the version is read from the package's metadata, without importing
 from __future__ import annotations
 
 import datetime
-import difflib
 import functools
 import importlib.metadata
 import json
@@ -28,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from policyd.slips import near_name
 from policyd.user_cache import cache_directory
 
 __all__ = [
@@ -194,17 +194,6 @@ def field_table() -> Table:
     return table
 
 
-def near_field(name: str, known: Mapping[str, str]) -> str | None:
-    """The known field `name` is a slip of (another case, a letter left out, added, changed or two
-    swapped), or None."""
-    lowered = name.lower()
-    for field in known:
-        if field.lower() == lowered:
-            return field
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
-    return close[0] if close else None
-
-
 def field_problems(obj: Mapping[str, Any], table: Table | None = None) -> list[FieldProblem]:
     """The fields of `obj` (a cluster-file object of one of `KINDS`) that its kind does not have and
     the values whose shape is not their field's type, in file order; [] for other kinds. A null is
@@ -257,6 +246,6 @@ def _walk(value: Any, type_: str, path: tuple[str | int, ...], table: Table) -> 
     for key, item in value.items():
         field = fields.get(key) if isinstance(key, str) else None
         if field is None:
-            yield UnknownField((*path, str(key)), near_field(str(key), fields))
+            yield UnknownField((*path, str(key)), near_name(str(key), fields))
         else:
             yield from _walk(item, field, (*path, key), table)

@@ -14,7 +14,6 @@ looks meant as one (a policyd apiVersion, or a kind close to one: a misspelling)
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from policyd import shipped
 from policyd.errors import Diagnostic
 from policyd.policy.source import SourceFile
 from policyd.policy.yaml_schema import SchemaDocument, documents
+from policyd.slips import did_you_mean, near_name
 
 POLICY_KIND = "SchedulingPolicy"
 SUITE_KIND = "PolicyTestSuite"
@@ -82,10 +82,10 @@ def _check(doc: SchemaDocument, data: object) -> None:
     if not isinstance(kind, str):
         doc.error_at(node, f"kind must be a string, one of {expected}", "kind")
         return
-    close = difflib.get_close_matches(str(kind), KIND_SCHEMAS, n=1, cutoff=0.75)
+    near = near_name(str(kind), KIND_SCHEMAS)
     ours = str(data.get("apiVersion", "")).startswith(API_GROUP)
-    if close or ours:
-        hint = f" (did you mean {close[0]!r}?)" if close else f" (expected one of {expected})"
+    if near is not None or ours:
+        hint = did_you_mean(near) or f" (expected one of {expected})"
         doc.error_at(node, f"unknown kind {kind!r}{hint}", "kind")
         return
     start = node.start_mark.index

@@ -18,8 +18,8 @@ from policyd.backends.kube_fields import (
     derive_table,
     field_problems,
     field_table,
-    near_field,
 )
+from policyd.slips import near_name
 from tests.builders import make_node, make_pod
 
 
@@ -53,7 +53,7 @@ def test_the_table_holds_every_kind_and_the_fields_of_the_models_they_reach() ->
     ],
 )
 def test_a_slip_is_matched_to_the_known_field_of_its_place(name: str, near: str | None) -> None:
-    assert near_field(name, derive_table()["V1PodSpec"]) == near
+    assert near_name(name, derive_table()["V1PodSpec"]) == near
 
 
 def unknown_fields(obj: dict[str, Any], table: Table | None = None) -> list[FieldProblem]:
