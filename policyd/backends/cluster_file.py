@@ -21,6 +21,7 @@ import yaml
 
 from policyd.backends import kube_fields, validation
 from policyd.errors import ClusterDataError
+from policyd.slips import near_name
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
 
@@ -299,28 +300,12 @@ def _volume_defaults(pv: Obj) -> Obj:
 
 
 def near_kind(kind: str) -> str | None:
-    """The kind policyd reads that `kind` is a slip of (another case, a plural, one letter added,
-    left out or changed), or None. Other kinds (Deployment, APIService, ...) are not slips."""
+    """The kind policyd reads that `kind` is a slip of (a plural, or `slips.near_name` without its
+    ratio), or None. Other kinds (Deployment, APIService, ...) are not slips."""
     for known in _KINDS:
-        if kind.lower() == known.lower() or kind in (known + "s", known + "es"):
+        if kind in (known + "s", known + "es"):
             return known
-        if len(known) >= 3 and _one_edit(kind, known):
-            return known
-    return None
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """True when `a` and `b` differ by exactly one inserted, deleted or replaced character."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) > len(b):
-        a, b = b, a
-    i = 0
-    while i < len(a) and a[i] == b[i]:
-        i += 1
-    if len(a) == len(b):
-        return a[i + 1 :] == b[i + 1 :]
-    return a[i:] == b[i + 1 :]
+    return near_name(kind, _KINDS, ratio=None)
 
 
 def _flatten(text: str, source: str, marking: bool = False) -> list[_Located]:

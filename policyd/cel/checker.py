@@ -16,12 +16,13 @@ that function name and the target is not evaluated).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from policyd.cel import syntax as ast
 from policyd.cel.env import CelEnv, CheckIssue, CheckResult, FunctionDecl, Overload
 from policyd.cel.library_types import LIBRARY_TYPES
 from policyd.cel.optional import optional_of, optional_param
+from policyd.cel.parser import MACRO_NAMES
 from policyd.cel.runtime import to_duration, to_timestamp
 from policyd.cel.types import (
     BOOL,
@@ -51,6 +52,7 @@ from policyd.cel.types import (
 from policyd.cel.values import OPTIONAL_TYPE_NAME
 from policyd.cel.walk import children, nodes
 from policyd.errors import CelEvalError
+from policyd.slips import near_name
 
 # Internal placeholder for the element type of an empty list/map literal: unifies with anything and
 # yields to the other side when merged, so `[].map(x, x * 2)` is list(int). Reported as dyn.
@@ -406,8 +408,8 @@ class _Checker:
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _issue(self, message: str, offset: int) -> CelType:
-        self.issues.append(CheckIssue(message, offset))
+    def _issue(self, message: str, offset: int, near: str | None = None) -> CelType:
+        self.issues.append(CheckIssue(message, offset, near))
         return ERROR
 
     def _local(self, name: str) -> CelType | None:
@@ -445,8 +447,20 @@ class _Checker:
         else:
             self.reads.add(f"{variable}.{field}")
 
-    def _undeclared(self, name: str, offset: int) -> CelType:
-        return self._issue(f"undeclared reference to '{name}' (in container '{self.env.container}')", offset)
+    def _undeclared(self, name: str, offset: int, known: Iterable[str] = ()) -> CelType:
+        message = f"undeclared reference to '{name}' (in container '{self.env.container}')"
+        return self._issue(message, offset, near_name(name, known))
+
+    def _names_in_scope(self) -> Iterator[str]:
+        """The variables an identifier may name here: the comprehensions' and the declared ones."""
+        for scope in self._scopes:
+            yield from scope
+        yield from self.env.variables
+
+    def _function_names(self) -> Iterator[str]:
+        """The functions and macros a call may name."""
+        yield from self.env.functions
+        yield from MACRO_NAMES
 
     # -- dispatch ----------------------------------------------------------------------------------
 
@@ -495,7 +509,7 @@ class _Checker:
                 return local
         t = self._named(e, e.name, selected)
         if t is None:
-            return self._undeclared(e.name.lstrip("."), e.offset)
+            return self._undeclared(e.name.lstrip("."), e.offset, self._names_in_scope())
         return t
 
     def _select(self, e: ast.Select, selected: bool) -> CelType:
@@ -531,7 +545,8 @@ class _Checker:
         if isinstance(operand, ObjectType):
             field_type = operand.field_type(field)
             if field_type is None:
-                return self._issue(f"undefined field '{field}' on type '{operand}'", field_offset)
+                message = f"undefined field '{field}' on type '{operand}'"
+                return self._issue(message, field_offset, near_name(field, operand.fields))
             return field_type
         if isinstance(operand, MapType):
             if not _unify(operand.key, STRING, {}):
@@ -567,12 +582,12 @@ class _Checker:
             arg_types = [target_type] + [self.visit(a) for a in e.args]
             decl = self.env.functions.get(fn)
             if decl is None:
-                return self._undeclared(fn, e.offset)
+                return self._undeclared(fn, e.offset, self._function_names())
             return self._resolve_overload(e, decl, arg_types, member=True)
         arg_types = self._call_args(e)
         decl = self._resolve_function(fn)
         if decl is None:
-            return self._undeclared(fn.lstrip("."), e.offset)
+            return self._undeclared(fn.lstrip("."), e.offset, self._function_names())
         if decl.name != fn:
             self.references[e.id] = decl.name
         return self._resolve_overload(e, decl, arg_types, member=False)

@@ -80,10 +80,12 @@ class CelEnv:
 
 @dataclass(frozen=True)
 class CheckIssue:
-    """A type error: message and offset in the expression text."""
+    """A type error: message and offset in the expression text; `near`: for an unknown name, the
+    known one it is a slip of (a "did you mean"), left out of the message, which is cel-go's."""
 
     message: str
     offset: int
+    near: str | None = None
 
 
 @dataclass(frozen=True)

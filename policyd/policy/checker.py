@@ -21,6 +21,7 @@ from policyd.errors import Diagnostic
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy, analyse
 from policyd.policy.env import COST_LIMIT, LET_CONTEXTS, Context, policy_env, result_problem
+from policyd.slips import did_you_mean
 
 
 class PolicyChecker:
@@ -173,7 +174,8 @@ class PolicyChecker:
         for issue in result.issues:
             if issue.offset in reported:
                 continue
-            self.diagnostics.append(expr.diagnostic("error", issue.message, issue.offset, "type"))
+            message = issue.message + did_you_mean(issue.near)
+            self.diagnostics.append(expr.diagnostic("error", message, issue.offset, "type"))
         self.checks[id(expr)] = (context, env, result)
         if not result.issues and not reported:
             problem = result_problem(context, result.type)

@@ -34,6 +34,7 @@ from policyd.errors import Diagnostic, SourceSpan
 from policyd.framework import Normalize
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
+from policyd.slips import did_you_mean, near_name
 
 RuleKind = Literal["filter", "score", "permit"]
 
@@ -427,8 +428,13 @@ class _Composer:
             return False
         found = [r for r in rules.get(change.policy, ()) if r.name == change.rule]
         if not found:
-            known = ", ".join(r.name for r in rules.get(change.policy, ())) or "none"
-            message = f"{verb} {change.target.value}: policy {change.policy!r} has no rule {change.rule!r} (rules: {known})"
+            names = [r.name for r in rules.get(change.policy, ())]
+            near = did_you_mean(near_name(change.rule, names))
+            known = ", ".join(names) or "none"
+            message = (
+                f"{verb} {change.target.value}: policy {change.policy!r} has no rule {change.rule!r}{near} "
+                f"(rules: {known})"
+            )
             self.error(change.target, message, "unknown-rule")
             return False
         if not change.disable and found[0].kind != "score":

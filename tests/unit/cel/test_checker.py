@@ -283,6 +283,27 @@ def test_object_fields_and_unknown_field_offset() -> None:
     assert r.issues[0].offset == 5  # the 'f' of 'fre'
 
 
+@pytest.mark.parametrize(
+    ("text", "message", "near"),
+    [
+        ("node.fre.cpu > 1", "undefined field 'fre' on type 'Node'", "free"),
+        ("pod.nmae", "undefined field 'nmae' on type 'Pod'", "name"),
+        ("pod.frobnicate", "undefined field 'frobnicate' on type 'Pod'", None),
+        ("[1].all(item, itme > 0)", "undeclared reference to 'itme' (in container '')", "item"),
+        ("nod.name", "undeclared reference to 'nod' (in container '')", "node"),
+        ("node.pods.exist(p, true)", "undeclared reference to 'exist' (in container '')", "exists"),
+        ("sizee(node.pods)", "undeclared reference to 'sizee' (in container '')", "size"),
+        ("frobnicate(1)", "undeclared reference to 'frobnicate' (in container '')", None),
+    ],
+)
+def test_an_unknown_name_names_the_known_one_it_is_a_slip_of(
+    text: str, message: str, near: str | None
+) -> None:
+    """The message stays cel-go's; the slip is beside it, for the policy checker's "did you mean"."""
+    issues = run(text).issues
+    assert [(i.message, i.near) for i in issues if i.message == message] == [(message, near)]
+
+
 def test_selection_on_other_types() -> None:
     assert type_of("dyn(x).anything.goes") == DYN
     assert messages("x.y") == ["type 'int' does not support field selection"]

@@ -75,6 +75,24 @@ def test_text_format_has_source_line_and_caret(tmp_path: Path, capsys: pytest.Ca
     assert lines[first + 2] == " " * 25 + "^"
 
 
+def test_a_misspelt_name_in_an_expression_is_told_what_it_was_meant_to_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "slip.policy"
+    path.write_text(
+        "policy slip {\n  let cpuAlloc = node.allocatable.cpu\n"
+        "  score S { expr = pod.requsts.cpu + cpuAloc }\n"
+        "  filter F { expr = node.labels.exist(k, true) }\n}\n"
+    )
+    assert main(["lint", str(path)]) == 1
+    errors = [line for line in capsys.readouterr().out.splitlines() if ": error: " in line]
+    assert errors[:3] == [
+        f"{path}:3:24: error: undefined field 'requsts' on type 'policyd.Pod' (did you mean 'requests'?)",
+        f"{path}:3:38: error: undeclared reference to 'cpuAloc' (in container '') (did you mean 'cpuAlloc'?)",
+        f"{path}:4:38: error: undeclared reference to 'exist' (in container '') (did you mean 'exists'?)",
+    ]
+
+
 def test_missing_path_is_io_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lint", str(tmp_path / "absent.policy")]) == 2
     assert "no such file" in capsys.readouterr().err

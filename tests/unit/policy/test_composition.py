@@ -172,6 +172,10 @@ def test_a_policy_changes_each_extended_rule_once() -> None:
     "text,message",
     [
         ("policy x extends default { disable default/Nope }", "policy 'default' has no rule 'Nope' (rules: "),
+        (
+            "policy x extends default { disable default/ImageLocalty }",
+            "has no rule 'ImageLocalty' (did you mean 'ImageLocality'?) (rules: ",
+        ),
         ("policy x extends default { disable other/F }", "no policy 'other' is loaded for profile 'policyd'"),
         (
             "policy x { disable default/NodePorts }",
