@@ -16,6 +16,7 @@ import yaml
 
 from policyd.errors import Diagnostic
 from policyd.policy.source import SourceFile
+from policyd.slips import did_you_mean, near_name
 
 
 def _path_text(path: Sequence[Any]) -> str:
@@ -165,7 +166,8 @@ class SchemaDocument:
                 for extra in extras:
                     target = self.key_node(node, str(extra)) or node
                     names = ", ".join(allowed)
-                    message = f"{where}: unknown field {extra!r} (allowed: {names})"
+                    near = did_you_mean(near_name(str(extra), allowed))
+                    message = f"{where}: unknown field {extra!r}{near} (allowed: {names})"
                     self.error_at(target, message, "schema")
                 continue
             target = (

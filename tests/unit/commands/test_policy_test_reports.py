@@ -195,7 +195,7 @@ def test_min_coverage_out_of_range_is_a_usage_error(
         (
             "node: big",
             "node: big\n    nodee: big",
-            "5: error: cases[0].expect: unknown field 'nodee' (allowed: filter, scoreOrder, node, victims,",
+            "5: error: cases[0].expect: unknown field 'nodee' (did you mean 'node'?) (allowed: filter, scoreOrder, node, victims,",
         ),
         # a value of the wrong type: at the value
         ("  name: wrong", "  name: [1, 2]", "9: error: cases[1].name: [1, 2] is not of type 'string'"),

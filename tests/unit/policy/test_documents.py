@@ -33,7 +33,7 @@ def test_suite_schema_errors_point_at_the_line_in_the_suite() -> None:
         7,
         5,
         "error",
-        "cases[0]: unknown field 'podz' (allowed: name, description, nodes, pods, pdbs, storage, pod, queue, expect)",
+        "cases[0]: unknown field 'podz' (did you mean 'pod'?) (allowed: name, description, nodes, pods, pdbs, storage, pod, queue, expect)",
     ) in found
 
 
