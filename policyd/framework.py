@@ -154,6 +154,11 @@ class PodEvaluator(Protocol):
         """Raw (un-normalised) scores, one per `CompiledProfile.scores` entry, for a feasible node."""
         ...
 
+    def score_errors(self, node: CelObject) -> list[str | None]:
+        """Per `CompiledProfile.scores` entry, why its evaluation on `node` failed (it scored 0), or
+        None (for explanations)."""
+        ...
+
     def bulk_filter(
         self, columns: NodeTable, rows: IntpArray, wanted: BoolArray
     ) -> tuple[Int8Array, BoolArray] | None:

@@ -1,10 +1,10 @@
 """Policy syntax tree -> generated Python: one module of functions per policy (`PolicyCode`).
 
 Each policy becomes generated Python (one module per policy, `compile()`d once): a `match` function
-and per-node `filter`, `filter_all` and `score` functions written as straight-line code. A `let` is
-computed just before the first rule that needs it and cached in a slot list: pod-only lets (reading
-only `pod`/`cluster`/other pod-only lets) in a per-pod list, node-dependent lets in a per-node list, so
-each let is evaluated lazily and at most once per evaluation. CEL expressions are embedded with
+and per-node `filter`, `filter_all`, `score` and `score_all` functions written as straight-line code.
+A `let` is computed just before the first rule that needs it and cached in a slot list: pod-only lets
+(reading only `pod`/`cluster`/other pod-only lets) in a per-pod list, node-dependent lets in a
+per-node list, so each let is evaluated lazily and at most once per evaluation. CEL expressions are embedded with
 `cel_codegen.expression_source`; generated code embeds literals only through `repr()` and names are
 mangled (`v_pod`, `l3`), so no policy text becomes Python code.
 
@@ -74,6 +74,7 @@ class PolicyCode:
     filter: Callable[..., Any]
     filter_all: Callable[..., Any]
     score: Callable[..., Any]
+    score_all: Callable[..., Any]
     pod_slots: int
     node_slots: int
     # rule name -> field paths read by its expressions (lets included)
@@ -458,7 +459,7 @@ class _PolicyGenerator:
         w.indent -= 1
 
     def generate(self) -> str:
-        """The module source: `match`, `filter`, `filter_all`, `score`."""
+        """The module source: `match`, `filter`, `filter_all`, `score`, `score_all`."""
         w = _Writer()
         p = self.policy
         w.line("def match(v_pod, v_cluster):")
@@ -500,26 +501,35 @@ class _PolicyGenerator:
             ]
             w.line(f"def {fn}(P):")
             w.line(f"    return ({''.join(t + ', ' for t in tuples)})")
-        w.line("def score(v_pod, v_cluster, v_node, P, N):")
+        for collect in (False, True):
+            self.score_function(w, collect)
+        return "\n".join(w.lines) + "\n"
+
+    def score_function(self, w: _Writer, collect: bool) -> None:
+        """Emit `score` (the raw scores, 0 where a rule's evaluation failed) or, `collect`ing,
+        `score_all` (per rule the raw score and the failure's message, or None; for explanations)."""
+        w.line(f"def {'score_all' if collect else 'score'}(v_pod, v_cluster, v_node, P, N):")
         w.indent += 1
         w.line("_out = []")
-        done = set()
-        for rule in p.scores:
+        done: set[str] = set()
+        for rule in self.policy.scores:
             w.line(f"# score {rule.name.value}")
             self.rule_probe(w, "score", rule.name)
             needed = self.closure(rule.expr)
             self.ensure_lets(w, needed, done)
             w.line("_s = 0.0")
+            if collect:
+                w.line("_err = None")
             w.line("while True:")
             w.indent += 1
-            self.let_guard(w, needed, lambda msg: "break")
-            self.guarded(w, rule.expr, Context.SCORE, lambda v: [f"_s = _float({v})"], ["pass"])
+            self.let_guard(w, needed, lambda msg: f"_err = {msg}; break" if collect else "break")
+            on_error = ["_err = _str(_as_eval_error(_e))"] if collect else ["pass"]
+            self.guarded(w, rule.expr, Context.SCORE, lambda v: [f"_s = _float({v})"], on_error)
             w.line("break")
             w.indent -= 1
-            w.line("_out.append(_s)")
+            w.line("_out.append((_s, _err))" if collect else "_out.append(_s)")
         w.line("return _out")
         w.indent -= 1
-        return "\n".join(w.lines) + "\n"
 
     def build(self) -> PolicyCode:
         """Generate, compile and wrap the policy's functions."""
@@ -543,6 +553,7 @@ class _PolicyGenerator:
             filter=namespace["filter"],
             filter_all=namespace["filter_all"],
             score=namespace["score"],
+            score_all=namespace["score_all"],
             pod_slots=self.pod_slots,
             node_slots=self.node_slots,
             reads=reads,

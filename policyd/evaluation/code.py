@@ -128,6 +128,11 @@ class CompiledPolicy(Protocol):
         ...
 
     @property
+    def score_all(self) -> Callable[..., Any]:
+        """(pod, cluster, node, pod slots, node slots) -> per score rule, (raw score, error or None)."""
+        ...
+
+    @property
     def pod_slots(self) -> int:
         """Number of pod-only let slots."""
         ...

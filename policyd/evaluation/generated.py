@@ -214,3 +214,13 @@ class GeneratedEvaluator:
             values = code.score(self.pod, self.cluster, node, pod_slots, slots[i])
             out[start : start + len(values)] = values
         return out
+
+    def score_errors(self, node: pl.CelObject) -> list[str | None]:
+        """Per profile score rule, why its evaluation on `node` failed (it scored 0), or None."""
+        slots = self._slots(node)
+        out: list[str | None] = [None] * self.layout.n_scores
+        for i, (k, code, pod_slots) in enumerate(self.parts):
+            start = self.layout.score_offsets[k]
+            results = code.score_all(self.pod, self.cluster, node, pod_slots, slots[i])
+            out[start : start + len(results)] = [error for _, error in results]
+        return out

@@ -168,6 +168,8 @@ def _cell(cell: RuleCell) -> dict[str, Any]:
         out["reasons"] = list(cell.reasons)
     if cell.score is not None:
         out.update(raw=cell.score.raw, normalized=cell.score.normalized, weighted=cell.score.weighted)
+        if cell.score.error is not None:
+            out["error"] = cell.score.error
     return out
 
 

@@ -122,6 +122,7 @@ class NodeRecord:
                         "raw": s.raw,
                         "normalized": s.normalized,
                         "weighted": s.weighted,
+                        "error": s.error,
                     }
                     for s in self.score.rules
                 ],
@@ -356,7 +357,11 @@ def explain_table(attempt: Attempt) -> str:
             text = "; ".join(cell.reasons)
             return f"FAIL[{notes.setdefault(text, len(notes) + 1)}]"
         if cell.score is not None:
-            return f"{cell.score.raw:g}/{cell.score.normalized}/{cell.score.weighted}"
+            values = f"{cell.score.raw:g}/{cell.score.normalized}/{cell.score.weighted}"
+            if cell.score.error is None:
+                return values
+            text = f"{cell.score.rule.name}: {cell.score.error}"
+            return f"{values} ERROR[{notes.setdefault(text, len(notes) + 1)}]"
         return cell.verdict
 
     rows: list[list[str]] = [["RULE", *(rec.node for rec in attempt.nodes)]]

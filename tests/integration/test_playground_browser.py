@@ -181,3 +181,30 @@ def test_edit_lint_fix_run_heatmap_and_share(
     assert area.get_attribute("value") == original
     selected = driver.find_element(By.CSS_SELECTOR, "#placements tbody tr.selected").get_attribute("data-pod")
     assert selected == "shop/web-7c9f8d6b5-fghij"
+
+
+def test_a_score_that_failed_on_a_node_is_marked_in_the_heatmap(
+    playground: PlaygroundServer, driver: webdriver.Chrome
+) -> None:
+    driver.get(playground.url)
+    wait_for(driver, "ready", "true")
+    area = driver.find_element(By.CSS_SELECTOR, "#policy-editor textarea")
+    missing = 'policy default {\n  score Missing { expr = node.free["example.com/none"] }'
+    set_policy(driver, str(area.get_attribute("value")).replace("policy default {", missing, 1))
+    assert wait_for(driver, "lint", "clean", "errors") == "clean"
+    driver.execute_script("document.body.dataset.run = ''")
+    driver.find_element(By.ID, "run").click()
+    assert wait_for(driver, "run", "done", "failed") == "done"
+    driver.execute_script("document.body.dataset.run = ''")
+    driver.find_element(By.CSS_SELECTOR, "#placements tbody tr[data-pod='shop/web-7c9f8d6b5-fghij']").click()
+    assert wait_for(driver, "run", "done", "failed") == "done"
+    cells = driver.find_elements(
+        By.CSS_SELECTOR, "#heatmap tr[data-rule='default/Missing'] td.cell[data-verdict='score']"
+    )
+    assert cells and all(c.text == "0 ERROR" for c in cells)
+    title = str(cells[0].get_attribute("title"))
+    assert title.endswith("evaluation failed (scored 0): no such key: example.com/none")
+    others = driver.find_elements(
+        By.CSS_SELECTOR, "#heatmap tr[data-kind='score'] td.cell[data-verdict='score']"
+    )
+    assert all(c.text.lstrip("-").isdigit() for c in others if c not in cells)

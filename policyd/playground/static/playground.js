@@ -217,7 +217,7 @@ function scheduleLint() {
 
 function cellText(cell) {
   if (cell.verdict === "fail") return "FAIL";
-  if (cell.verdict === "score") return String(cell.weighted);
+  if (cell.verdict === "score") return cell.error ? `${cell.weighted} ERROR` : String(cell.weighted);
   return cell.verdict;
 }
 
@@ -268,6 +268,7 @@ function renderHeatmap(explained) {
       if (cell.verdict === "score") {
         td.style.setProperty("--heat", high > low ? String((cell.weighted - low) / (high - low)) : "0.5");
         td.title = `raw ${cell.raw}, normalized ${cell.normalized}, weighted ${cell.weighted}`;
+        if (cell.error) td.title += `; evaluation failed (scored 0): ${cell.error}`;
       }
     });
   }

@@ -585,14 +585,10 @@ class Algorithm:
         found.results.use_score_values(p.evaluator.prepare("score"))
         raw = self._raw_scores(p, found.results, rows)
         totals, normalized = weigh(raw, rules, keep=explain)
-        return ScoreTable(
-            snapshot.names(),
-            rows,
-            totals,
-            rules,
-            raw if explain else None,
-            normalized,
-        )
+        if not explain:
+            return ScoreTable(snapshot.names(), rows, totals, rules)
+        errors = [p.evaluator.score_errors(cels[row]) for row in rows.tolist()]
+        return ScoreTable(snapshot.names(), rows, totals, rules, raw, normalized, errors)
 
     def _bulk_scores(
         self, p: _Placing, g: NodeResults, missing: IntpArray, unknown: npt.NDArray[np.bool_], bound: int

@@ -31,6 +31,7 @@ class RuleScore:
     raw: int
     normalized: int
     weighted: int
+    error: str | None = None  # why the rule's evaluation failed (it scored 0)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ class ScoreTable:
     """The scores of the feasible nodes of one cycle, in search order.
 
     `names` are the snapshot's node names by row (an immutable tuple, shared), `rows` the feasible
-    rows. `raw` and `normalized` (one column per score rule) are kept when the cycle is explained.
+    rows. `raw` and `normalized` (one column per score rule) are kept when the cycle is explained, and
+    `errors`: per feasible row, per rule, why its evaluation failed, or None.
     """
 
     names: Sequence[str] = ()
@@ -140,6 +142,7 @@ class ScoreTable:
     rules: tuple[ScoreRule, ...] = ()
     raw: ScoreArray | None = None
     normalized: ScoreArray | None = None
+    errors: Sequence[Sequence[str | None]] | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -164,6 +167,7 @@ class ScoreTable:
                         int(self.raw[i, j]),
                         int(self.normalized[i, j]),
                         int(self.normalized[i, j]) * rule.weight,
+                        self.errors[i][j] if self.errors is not None else None,
                     )
                     for j, rule in enumerate(self.rules)
                 )

@@ -243,6 +243,28 @@ def test_explain_table_labels_rules_with_their_policy_and_shows_non_applying_one
     assert rows["beta/Free"] == ["(raw/norm/weighted)", "n/a"]
 
 
+DELTA = """policy delta {
+  score Gpus {
+    expr = node.free["gpu"]
+  }
+}
+"""
+
+
+def test_explain_tells_why_a_score_evaluation_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A score rule whose evaluation fails scores 0: the table says so with a note, the JSON an error."""
+    rows = _explain_rows(tmp_path, capsys, DELTA)
+    assert rows["alpha/Fits"] == ["pass", "FAIL[1]"]
+    assert rows["delta/Gpus"] == ["(raw/norm/weighted)", "0/0/0", "ERROR[2]"]
+    assert "[2] Gpus: no such key: gpu" in _explain(tmp_path, capsys, DELTA).splitlines()
+    (attempt,) = json.loads(_explain(tmp_path, capsys, DELTA, "-o", "json"))["attempts"]
+    n1 = next(n for n in attempt["nodes"] if n["node"] == "n1")
+    errors = {r["rule"]: r["error"] for r in n1["score"]["rules"]}
+    assert errors == {"alpha/Free": None, "delta/Gpus": "no such key: gpu"}
+
+
 GAMMA = """policy gamma {
   match = pod.priority > 1000
   score Seven {

@@ -81,6 +81,26 @@ def test_node_let_evaluated_once_per_node_and_pod_let_once_per_pod() -> None:
     assert reads == {"free": 2, "requests": 1}
 
 
+def test_a_score_whose_evaluation_fails_scores_0_and_tells_why() -> None:
+    cps = compile_text(
+        """
+        policy p {
+          let gpus = node.free["gpu"]
+          score Gpus { expr = gpus }
+          score Ratio { expr = 100 / node.free["cpu"] }
+          score Five { expr = 5 }
+        }
+        """
+    )
+    ev = cps.profiles["policyd"].evaluator(pod(), None)
+    empty = node("n1", free={"cpu": 0})
+    assert ev.score(empty) == [0.0, 0.0, 5.0]
+    assert ev.score_errors(empty) == ["no such key: gpu", "division by zero", None]
+    full = node("n2", free={"cpu": 50, "gpu": 2})
+    assert ev.score(full) == [2.0, 2.0, 5.0]
+    assert ev.score_errors(full) == [None, None, None]
+
+
 def test_reason_expression_string_and_list() -> None:
     cps = compile_text(
         """

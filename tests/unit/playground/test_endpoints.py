@@ -145,6 +145,19 @@ def test_run_explains_the_requested_pod_with_weighted_scores(served: PlaygroundS
     assert chosen["total"] == sum(c["weighted"] for c in scores)
 
 
+def test_a_score_whose_evaluation_failed_carries_its_error(served: PlaygroundServer) -> None:
+    policy = DEFAULT_TEXT.replace(
+        "policy default {", 'policy default {\n  score Missing { expr = node.free["example.com/none"] }', 1
+    )
+    status, doc = post(served, "/api/run", run_doc(policy=policy, pod="ml/model-train", seed=3))
+    assert status == 200
+    (row,) = [r for r in doc["explained"]["rows"] if r["rule"] == "default/Missing"]
+    scored = [c for c in row["cells"] if c["verdict"] == "score"]
+    assert scored and all(c["error"] == "no such key: example.com/none" for c in scored)
+    cells = [c for r in doc["explained"]["rows"] if r["rule"] != "default/Missing" for c in r["cells"]]
+    assert not any("error" in c for c in cells)
+
+
 def test_run_of_a_broken_policy_returns_its_diagnostics(served: PlaygroundServer) -> None:
     broken = DEFAULT_TEXT.replace("policy default {", "policy default {\n  let x = nodee.name", 1)
     status, doc = post(served, "/api/run", run_doc(policy=broken))

@@ -168,6 +168,9 @@ class FakeEvaluator:
         free_after = node["free"]["cpu"] - self.pod["requests"]["cpu"]
         return [free_after * 100 / alloc if alloc else 0.0]
 
+    def score_errors(self, node: Mapping[str, Any]) -> list[str | None]:
+        return [None]
+
     # no vectorised plans and no reuse between pods: every node is evaluated per pod
 
     def bulk_filter(self, columns: Any, rows: Any, wanted: Any) -> None:
