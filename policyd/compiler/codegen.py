@@ -4,9 +4,9 @@ Each policy becomes generated Python (one module per policy, `compile()`d once):
 and per-node `filter`, `filter_all`, `score` and `score_all` functions written as straight-line code.
 A `let` is computed just before the first rule that needs it and cached in a slot list: pod-only lets
 (reading only `pod`/`cluster`/other pod-only lets) in a per-pod list, node-dependent lets in a
-per-node list, so each let is evaluated lazily and at most once per evaluation. CEL expressions are embedded with
-`cel_codegen.expression_source`; generated code embeds literals only through `repr()` and names are
-mangled (`v_pod`, `l3`), so no policy text becomes Python code.
+per-node list, so each let is evaluated lazily and at most once per evaluation. CEL expressions are
+embedded with `cel_codegen.expression_source`; generated code embeds literals only through `repr()`
+and names are mangled (`v_pod`, `l3`), so no policy text becomes Python code.
 
 With a `CoverageCollector` (`policyd test --coverage`) the generated code is instrumented: a probe
 call as each filter or score rule is evaluated, and each branch condition's value passes through a
