@@ -263,6 +263,11 @@ class CompiledProfile(Protocol):
         """Cluster event kinds that may make a pod rejected by `rule` schedulable (queueing hints)."""
         ...
 
+    def rule_errors(self) -> list[tuple[RuleRef, str, int]]:
+        """(rule, extension point `Filter`/`Score`, count) of each rule whose evaluations failed
+        since the profile was compiled (a filter then rejects the node, a score is 0)."""
+        ...
+
 
 @dataclass(frozen=True)
 class CompiledPolicySet:

@@ -33,7 +33,7 @@ from policyd.cel.walk import Bound, Scoped, is_field_of, is_free, scoped_childre
 from policyd.compiler import lowering, membership
 from policyd.compiler.probes import conditions
 from policyd.errors import SourceSpan
-from policyd.evaluation.code import UNSET, LetError
+from policyd.evaluation.code import UNSET, LetError, RuleErrors
 from policyd.evaluation.coverage import BranchProbe, CoverageCollector, RuleKind, RuleProbe
 from policyd.evaluation.plans import PolicyPlan
 from policyd.policy import syntax as ir
@@ -75,6 +75,7 @@ class PolicyCode:
     filter_all: Callable[..., Any]
     score: Callable[..., Any]
     score_all: Callable[..., Any]
+    errors: RuleErrors  # the failed evaluations of its rules (`score`, `filter` and the plans count them)
     pod_slots: int
     node_slots: int
     # rule name -> field paths read by its expressions (lets included)
@@ -135,7 +136,10 @@ class _PolicyGenerator:
         self.checked = checked
         self.coverage = coverage
         self.policy = policy = checked.policy
+        self.errors = RuleErrors(len(policy.filters), len(policy.scores))
         self.globals: dict[str, Any] = {
+            "_filter_failed": self.errors.filter_failed,
+            "_score_failed": self.errors.score_failed,
             "_UNSET": UNSET,
             "_LetError": LetError,
             "_ERRS": EVAL_ERRORS,
@@ -312,10 +316,16 @@ class _PolicyGenerator:
         w.line("_ok = None")
         w.line("while True:")
         w.indent += 1
+        # the per-node `filter` counts the failed evaluations (`RuleErrors`); `filter_all` explains
+        counted = "" if collect else f"_filter_failed({index!r}); "
         self.let_guard(
             w,
             self.closure(rule.expr),
-            lambda msg: verdict("False", f"({name!r} + ': ' + {msg},)", msg) + ("; break" if collect else ""),
+            lambda msg: (
+                counted
+                + verdict("False", f"({name!r} + ': ' + {msg},)", msg)
+                + ("; break" if collect else "")
+            ),
         )
         failure = verdict("False", f"({name!r} + ': ' + _msg,)", "_msg")
         self.guarded(
@@ -323,7 +333,7 @@ class _PolicyGenerator:
             rule.expr,
             Context.FILTER,
             lambda v: [f"_ok = {v}"],
-            ["_msg = _str(_as_eval_error(_e))", failure, "break"],
+            ["_msg = _str(_as_eval_error(_e))", counted + failure, "break"],
         )
         w.line("if _ok is True:")
         if collect:
@@ -512,24 +522,30 @@ class _PolicyGenerator:
         w.indent += 1
         w.line("_out = []")
         done: set[str] = set()
-        for rule in self.policy.scores:
-            w.line(f"# score {rule.name.value}")
-            self.rule_probe(w, "score", rule.name)
-            needed = self.closure(rule.expr)
-            self.ensure_lets(w, needed, done)
-            w.line("_s = 0.0")
-            if collect:
-                w.line("_err = None")
-            w.line("while True:")
-            w.indent += 1
-            self.let_guard(w, needed, lambda msg: f"_err = {msg}; break" if collect else "break")
-            on_error = ["_err = _str(_as_eval_error(_e))"] if collect else ["pass"]
-            self.guarded(w, rule.expr, Context.SCORE, lambda v: [f"_s = _float({v})"], on_error)
-            w.line("break")
-            w.indent -= 1
-            w.line("_out.append((_s, _err))" if collect else "_out.append(_s)")
+        for index, rule in enumerate(self.policy.scores):
+            self.score_body(w, rule, index, done, collect)
         w.line("return _out")
         w.indent -= 1
+
+    def score_body(self, w: _Writer, rule: ir.ScoreRule, index: int, done: set[str], collect: bool) -> None:
+        """Emit the evaluation of score `rule`, appending its value (`collect`: and its failure's
+        message); `score` counts a failed evaluation (`RuleErrors`), `score_all` explains it."""
+        w.line(f"# score {rule.name.value}")
+        self.rule_probe(w, "score", rule.name)
+        needed = self.closure(rule.expr)
+        self.ensure_lets(w, needed, done)
+        w.line("_s = 0.0")
+        if collect:
+            w.line("_err = None")
+        w.line("while True:")
+        w.indent += 1
+        failed = f"_score_failed({index!r})"
+        self.let_guard(w, needed, lambda msg: f"_err = {msg}; break" if collect else f"{failed}; break")
+        on_error = ["_err = _str(_as_eval_error(_e))"] if collect else [failed]
+        self.guarded(w, rule.expr, Context.SCORE, lambda v: [f"_s = _float({v})"], on_error)
+        w.line("break")
+        w.indent -= 1
+        w.line("_out.append((_s, _err))" if collect else "_out.append(_s)")
 
     def build(self) -> PolicyCode:
         """Generate, compile and wrap the policy's functions."""
@@ -554,6 +570,7 @@ class _PolicyGenerator:
             filter_all=namespace["filter_all"],
             score=namespace["score"],
             score_all=namespace["score_all"],
+            errors=self.errors,
             pod_slots=self.pod_slots,
             node_slots=self.node_slots,
             reads=reads,

@@ -184,6 +184,15 @@ class _Profile:
         """Event kinds that may make a pod rejected by `rule` schedulable."""
         return self.wake.get(rule, pl.ALL_EVENTS)
 
+    def rule_errors(self) -> list[tuple[pl.RuleRef, str, int]]:
+        """(rule, extension point, count) of each rule with failed evaluations since compiled."""
+        out: list[tuple[pl.RuleRef, str, int]] = []
+        for code in self.codes:
+            errors = code.errors
+            out.extend((ref, "Filter", n) for ref, n in zip(code.filters, errors.filters, strict=True) if n)
+            out.extend((s.rule, "Score", n) for s, n in zip(code.scores, errors.scores, strict=True) if n)
+        return out
+
 
 def _offsets(sizes: Iterable[int]) -> tuple[int, ...]:
     """Where each policy's rules start in the profile's rules (running sums of `sizes`)."""

@@ -3,7 +3,8 @@
 `UNSET` marks a let slot not computed yet, `LetError` a let whose evaluation failed; `descending` and
 `LAST` build queue-sort keys. `CompiledPolicy` is the view of one compiled policy (the code generator's
 `policyd.compiler.codegen.PolicyCode`) the evaluators run: its generated functions, its slot layout and
-its vectorised plans. `RuleLayout` places a policy's rules among its profile's.
+its vectorised plans. `RuleLayout` places a policy's rules among its profile's; `RuleErrors` counts
+the evaluations of its rules that failed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,28 @@ class RuleLayout:
     n_filters: int
     score_offsets: Sequence[int]
     n_scores: int
+
+
+class RuleErrors:
+    """How many evaluations of each filter and score rule of one compiled policy failed (a missing
+    map key, a division by zero, a let that failed: the filter rejected the node, the score was 0),
+    counted by the generated per-node functions and the vectorised plans since the policy was
+    compiled; read by the metrics (`policyd_rule_errors_total`). A verdict or score kept for
+    equivalent pods is counted once, when it was evaluated."""
+
+    __slots__ = ("filters", "scores")
+
+    def __init__(self, filters: int, scores: int) -> None:
+        self.filters = [0] * filters
+        self.scores = [0] * scores
+
+    def filter_failed(self, index: int) -> None:
+        """An evaluation of filter rule `index` failed."""
+        self.filters[index] += 1
+
+    def score_failed(self, index: int, count: int = 1) -> None:
+        """`count` evaluations of score rule `index` failed."""
+        self.scores[index] += count
 
 
 class _Unset:
@@ -125,6 +148,11 @@ class CompiledPolicy(Protocol):
     @property
     def score(self) -> Callable[..., Any]:
         """(pod, cluster, node, pod slots, node slots) -> raw scores of the score rules."""
+        ...
+
+    @property
+    def errors(self) -> RuleErrors:
+        """The failed evaluations of its rules, counted by its generated functions and plans."""
         ...
 
     @property

@@ -35,10 +35,12 @@ from policyd.evaluation.label_classes import Guess
 
 @dataclass(frozen=True)
 class VectorResult:
-    """Per-node outcome of a plan: `values` (filters: passed) and `unsure` (evaluate per node)."""
+    """Per-node outcome of a plan: `values` (filters: passed) and `unsure` (evaluate per node);
+    scores: `failed`, the nodes whose evaluation failed (they scored 0), or None when none did."""
 
     values: AnyArray
     unsure: BoolArray
+    failed: BoolArray | None = None
 
 
 @dataclass(frozen=True)
@@ -88,30 +90,38 @@ class ExprPlan:
             elif is_scalar(value) and value is not True:
                 true = np.zeros(n, dtype=bool)
             return VectorResult(true & ~unsure, unsure)
-        return VectorResult(self._scores(value, n, unsure), np.zeros(n, dtype=bool))
+        scores, failed = self._scores(value, n, unsure)
+        return VectorResult(scores, np.zeros(n, dtype=bool), failed if failed.any() else None)
 
     @staticmethod
-    def _scores(value: Any, n: int, failed: BoolArray) -> AnyArray:
-        def as_float(v: Any) -> float:
+    def _scores(value: Any, n: int, failed: BoolArray) -> tuple[AnyArray, BoolArray]:
+        """The raw scores, 0 where the evaluation failed (`failed`: where a let did), and where it failed."""
+
+        def as_float(v: Any) -> float | None:
             if isinstance(v, EvalErr):
-                return 0.0
+                return None
             try:
                 return float(v)
             except (TypeError, ValueError, OverflowError):
-                return 0.0
+                return None
 
         if isinstance(value, Num):
             if num_kind(value) == "o":
                 raise Unsupported("score type")
             out = value.values.astype(np.float64)
             if value.err is not None:
-                out = np.where(value.err, 0.0, out)
+                failed = failed | value.err
         elif isinstance(value, Cat):
-            table = np.array([as_float(v) for v in value.values], dtype=np.float64)
+            floats = [as_float(v) for v in value.values]
+            table = np.array([0.0 if f is None else f for f in floats], dtype=np.float64)
             out = table[value.codes]
+            failed = failed | np.array([f is None for f in floats], dtype=bool)[value.codes]
         else:
-            out = np.full(n, as_float(value), dtype=np.float64)
-        return np.where(failed, 0.0, out)
+            scalar = as_float(value)
+            out = np.full(n, 0.0 if scalar is None else scalar, dtype=np.float64)
+            if scalar is None:
+                failed = np.ones(n, dtype=bool)
+        return np.where(failed, 0.0, out), failed
 
 
 class Evaluation:

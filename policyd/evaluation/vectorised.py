@@ -168,8 +168,11 @@ class VectorisedEvaluator:
                 for j, rule in enumerate(rules):
                     if not wanted[start + j]:
                         continue
-                    out[:, start + j] = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows).values
+                    result = rule.evaluate(self.pod, columns, self.cluster, memo, rows=rows)
+                    out[:, start + j] = result.values
                     reusable[start + j] = not self.cluster.called
+                    if result.failed is not None:
+                        code.errors.score_failed(j, int(np.count_nonzero(result.failed)))
         except Unsupported:
             return None
         return out, reusable

@@ -10,7 +10,7 @@ get their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -68,6 +68,29 @@ class _EventCollector:
         yield GaugeMetricFamily(
             PREFIX + "events_queued", "Events recorded and not written yet.", value=queued
         )
+
+
+# (profile, policy, rule, extension point, failed evaluations), read at each scrape
+RuleErrorCounts = Callable[[], Iterable[tuple[str, str, str, str, int]]]
+
+
+class _RuleErrorCollector:
+    """`policyd_rule_errors_total`: the failed evaluations of each rule of the policy set in force
+    (`CompiledProfile.rule_errors`), read when scraped from the scheduler's current source."""
+
+    def __init__(self) -> None:
+        self.source: RuleErrorCounts = lambda: ()
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            PREFIX + "rule_errors",
+            "Rule evaluations that failed (a filter then rejects the node, a score is 0), by profile, "
+            "policy, rule and extension point, since the policy's text was compiled.",
+            labels=["profile", "policy", "rule", "extension_point"],
+        )
+        for profile, policy, rule, point, count in self.source():
+            family.add_metric([profile, policy, rule, point], count)
+        yield family
 
 
 class SchedulerMetrics:
@@ -199,11 +222,18 @@ class SchedulerMetrics:
         self._unschedulable_labels: set[tuple[str, str]] = set()
         for queue in QUEUES:
             self.pending_pods.labels(queue=queue).set(0)
+        self._rule_errors = _RuleErrorCollector()
+        r.register(self._rule_errors)  # type: ignore[arg-type]
 
     def watch_events(self, stats: EventStats) -> None:
         """Export an Event recorder's counters (`policyd_event_writes_total`,
         `policyd_events_dropped_total{reason}`, `policyd_events_queued`), read at each scrape."""
         self.registry.register(_EventCollector(stats))  # type: ignore[arg-type]
+
+    def watch_rule_errors(self, source: RuleErrorCounts) -> None:
+        """Export `source`'s failed rule evaluations as `policyd_rule_errors_total` (the last
+        scheduler to call this is the one read)."""
+        self._rule_errors.source = source
 
     # ---- recording helpers (what the runtime calls) ------------------------------------------------
 

@@ -90,10 +90,21 @@ class Scheduler(SchedulingCycle):
         self._inbox_lock = threading.Condition()
         self.synced = threading.Event()
         self.metrics = metrics
+        if metrics is not None:
+            metrics.watch_rule_errors(self.rule_errors)
         self._attempt_started: dict[str, float] = {}  # pod key -> perf_counter at its cycle's start
         self._moves_pending: dict[str, None] | None = None
         self._pending_refreshed = -PENDING_REFRESH_SECONDS
         self._parked_counted = -1
+
+    def rule_errors(self) -> list[tuple[str, str, str, str, int]]:
+        """(profile, policy, rule, extension point, count) of the rules of the policy set in force
+        whose evaluations failed (`policyd_rule_errors_total`)."""
+        return [
+            (name, ref.policy, ref.name, point, count)
+            for name, profile in self._policies.profiles.items()
+            for ref, point, count in profile.rule_errors()
+        ]
 
     # ------------------------------------------------------------------ housekeeping and loops
 

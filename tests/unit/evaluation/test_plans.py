@@ -2,7 +2,7 @@
 
 For a filter, every node the plan is sure about gets the per-node verdict, and every node where the
 per-node function reports an evaluation error is in the plan's `unsure` mask (the runtime evaluates
-those per node). For a score, the raw values are identical.
+those per node). For a score, the raw values are identical, and so are the nodes where it failed.
 """
 
 from __future__ import annotations
@@ -235,6 +235,7 @@ def check_agreement(text: str, states: list[NodeInfo], pod: Any) -> None:
     evaluator = profile.evaluator(pod.cel, cluster)
     expected_filters = [evaluator.filter_all(c) for c in cels]
     expected_scores = [evaluator.score(c) for c in cels]
+    expected_score_errors = [evaluator.score_errors(c) for c in cels]
     check_evaluators_agree(profile, cels, pod, cluster)
     plan = lower_policy(checked)
     columns = NodeColumns.from_nodes(cels)
@@ -258,6 +259,10 @@ def check_agreement(text: str, states: list[NodeInfo], pod: Any) -> None:
             continue
         want = np.array([s[j] for s in expected_scores])
         assert (got.values == want).all(), (j, got.values, want)
+        # the nodes whose evaluation failed (scored 0) are the per-node functions' too
+        failed = np.array([e[j] is not None for e in expected_score_errors])
+        got_failed = got.failed if got.failed is not None else np.zeros(len(cels), dtype=bool)
+        assert (got_failed == failed).all(), (j, got_failed, failed)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -236,6 +236,9 @@ class FakeProfile:
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return True
 
+    def rule_errors(self) -> list[tuple[RuleRef, str, int]]:
+        return []
+
     def queue_key(self, pod: Mapping[str, Any]) -> tuple[Any, ...]:
         return (-pod["priority"],)
 

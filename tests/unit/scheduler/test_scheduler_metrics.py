@@ -124,3 +124,65 @@ def test_no_metrics_object_is_fine() -> None:
     cluster.start(sched)
     sched.run_until_settled()
     assert cluster.node_of("default/p") == "a"
+
+
+FAILING = """
+policy NAME {
+  filter Zone {
+    expr = node.labels["zone"] == "a"
+  }
+  let gpus = node.free["example.com/gpu"]
+  score Gpus {
+    expr = gpus
+  }
+  score Half {
+    expr = 100 / (node.free["cpu"] / 1000 - 3)
+  }
+}
+"""
+
+
+def rule_errors(
+    name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]
+) -> dict[tuple[str, str], float]:
+    """The `policyd_rule_errors_total` samples of a run of FAILING as policy `name` (a compiled
+    policy's counts live as long as its code, which compiling the same text again reuses):
+    (rule, extension point) -> count."""
+    metrics = SchedulerMetrics()
+    cluster = SimulatedCluster(nodes, pods)
+    sched = Scheduler(
+        compile_sources({f"{name}.policy": FAILING.replace("NAME", name)}, generation=1),
+        cluster,
+        clock=FakeClock(),
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
+        metrics=metrics,
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    return {
+        (s.labels["rule"], s.labels["extension_point"]): s.value
+        for family in metrics.registry.collect()
+        if family.name == "policyd_rule_errors"
+        for s in family.samples
+        if s.labels["profile"] == "policyd" and s.labels["policy"] == name
+    }
+
+
+def test_failed_rule_evaluations_are_counted_per_rule() -> None:
+    """A filter that fails rejects the node, a score that fails is 0: both are counted."""
+    nodes = [
+        make_node("a", cpu="4", labels={"zone": "a"}),  # no gpu: Gpus fails; 4 - 3 = 1 cpu: Half passes
+        make_node("b", cpu="4"),  # no zone label: Zone fails (before any score)
+        make_node(
+            "c", cpu="3", labels={"zone": "a"}, extended={"example.com/gpu": 2}
+        ),  # Half: division by zero
+    ]
+    counted = rule_errors("few", nodes, [make_pod("p", cpu="100m")])
+    assert counted == {("Zone", "Filter"): 1, ("Gpus", "Score"): 1, ("Half", "Score"): 1}
+
+
+def test_failed_scores_are_counted_alike_by_the_plans_over_many_nodes() -> None:
+    """Over 64 nodes the vectorised plans score them: each failed score is counted once all the same."""
+    nodes = [make_node(f"n{i:02d}", cpu="4", labels={"zone": "a"}) for i in range(64)]
+    counted = rule_errors("many", nodes, [make_pod("p", cpu="100m")])
+    assert counted == {("Gpus", "Score"): 64}
