@@ -263,9 +263,10 @@ class CompiledProfile(Protocol):
         """Cluster event kinds that may make a pod rejected by `rule` schedulable (queueing hints)."""
         ...
 
-    def rule_errors(self) -> list[tuple[RuleRef, str, int]]:
-        """(rule, extension point `Filter`/`Score`, count) of each rule whose evaluations failed
-        since the profile was compiled (a filter then rejects the node, a score is 0)."""
+    def rule_errors(self) -> Mapping[int, list[tuple[RuleRef, str, int]]]:
+        """Per compiled policy of the profile, keyed by its identity (profiles built on one policy
+        share its code and its counts), (rule, extension point `Filter`/`Score`, count) of each rule
+        whose evaluations failed since it was compiled (a filter then rejects the node, a score is 0)."""
         ...
 
 

@@ -184,13 +184,15 @@ class _Profile:
         """Event kinds that may make a pod rejected by `rule` schedulable."""
         return self.wake.get(rule, pl.ALL_EVENTS)
 
-    def rule_errors(self) -> list[tuple[pl.RuleRef, str, int]]:
-        """(rule, extension point, count) of each rule with failed evaluations since compiled."""
-        out: list[tuple[pl.RuleRef, str, int]] = []
+    def rule_errors(self) -> dict[int, list[tuple[pl.RuleRef, str, int]]]:
+        """Per compiled policy of the profile (by identity), (rule, extension point, count) of each
+        of its rules with failed evaluations since it was compiled."""
+        out: dict[int, list[tuple[pl.RuleRef, str, int]]] = {}
         for code in self.codes:
             errors = code.errors
-            out.extend((ref, "Filter", n) for ref, n in zip(code.filters, errors.filters, strict=True) if n)
-            out.extend((s.rule, "Score", n) for s, n in zip(code.scores, errors.scores, strict=True) if n)
+            failed = [(ref, "Filter", n) for ref, n in zip(code.filters, errors.filters, strict=True) if n]
+            failed.extend((s.rule, "Score", n) for s, n in zip(code.scores, errors.scores, strict=True) if n)
+            out[id(errors)] = failed
         return out
 
 

@@ -70,8 +70,8 @@ class _EventCollector:
         )
 
 
-# (profile, policy, rule, extension point, failed evaluations), read at each scrape
-RuleErrorCounts = Callable[[], Iterable[tuple[str, str, str, str, int]]]
+# (policy, rule, extension point, failed evaluations), read at each scrape
+RuleErrorCounts = Callable[[], Iterable[tuple[str, str, str, int]]]
 
 
 class _RuleErrorCollector:
@@ -84,12 +84,12 @@ class _RuleErrorCollector:
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             PREFIX + "rule_errors",
-            "Rule evaluations that failed (a filter then rejects the node, a score is 0), by profile, "
-            "policy, rule and extension point, since the policy's text was compiled.",
-            labels=["profile", "policy", "rule", "extension_point"],
+            "Rule evaluations that failed (a filter then rejects the node, a score is 0), by policy, "
+            "rule and extension point, since the policy's text was compiled.",
+            labels=["policy", "rule", "extension_point"],
         )
-        for profile, policy, rule, point, count in self.source():
-            family.add_metric([profile, policy, rule, point], count)
+        for policy, rule, point, count in self.source():
+            family.add_metric([policy, rule, point], count)
         yield family
 
 

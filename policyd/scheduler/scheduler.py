@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from policyd.framework import CompiledPolicySet
+from policyd.framework import CompiledPolicySet, RuleRef
 from policyd.scheduler import collector
 from policyd.scheduler.algorithm.nominated import NominatedRows
 from policyd.scheduler.algorithm.reuse import GroupCache
@@ -97,13 +97,14 @@ class Scheduler(SchedulingCycle):
         self._pending_refreshed = -PENDING_REFRESH_SECONDS
         self._parked_counted = -1
 
-    def rule_errors(self) -> list[tuple[str, str, str, str, int]]:
-        """(profile, policy, rule, extension point, count) of the rules of the policy set in force
-        whose evaluations failed (`policyd_rule_errors_total`)."""
+    def rule_errors(self) -> list[tuple[str, str, str, int]]:
+        """(policy, rule, extension point, count) of the rules of the policy set in force whose
+        evaluations failed (`policyd_rule_errors_total`); a policy several profiles build on once."""
+        policies: dict[int, list[tuple[RuleRef, str, int]]] = {}
+        for profile in self._policies.profiles.values():
+            policies.update(profile.rule_errors())
         return [
-            (name, ref.policy, ref.name, point, count)
-            for name, profile in self._policies.profiles.items()
-            for ref, point, count in profile.rule_errors()
+            (ref.policy, ref.name, point, count) for rules in policies.values() for ref, point, count in rules
         ]
 
     # ------------------------------------------------------------------ housekeeping and loops

@@ -236,8 +236,8 @@ class FakeProfile:
     def applies(self, pod: Mapping[str, Any]) -> bool:
         return True
 
-    def rule_errors(self) -> list[tuple[RuleRef, str, int]]:
-        return []
+    def rule_errors(self) -> dict[int, list[tuple[RuleRef, str, int]]]:
+        return {}
 
     def queue_key(self, pod: Mapping[str, Any]) -> tuple[Any, ...]:
         return (-pod["priority"],)

@@ -143,15 +143,18 @@ policy NAME {
 
 
 def rule_errors(
-    name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]
+    name: str, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], layer: str = ""
 ) -> dict[tuple[str, str], float]:
     """The `policyd_rule_errors_total` samples of a run of FAILING as policy `name` (a compiled
-    policy's counts live as long as its code, which compiling the same text again reuses):
-    (rule, extension point) -> count."""
+    policy's counts live as long as its code, which compiling the same text again reuses), and of
+    `layer` beside it: (rule, extension point) -> count."""
     metrics = SchedulerMetrics()
     cluster = SimulatedCluster(nodes, pods)
+    texts = {f"{name}.policy": FAILING.replace("NAME", name)}
+    if layer:
+        texts["layer.policy"] = layer
     sched = Scheduler(
-        compile_sources({f"{name}.policy": FAILING.replace("NAME", name)}, generation=1),
+        compile_sources(texts, generation=1),
         cluster,
         clock=FakeClock(),
         options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
@@ -159,13 +162,16 @@ def rule_errors(
     )
     cluster.start(sched)
     sched.run_until_settled()
-    return {
-        (s.labels["rule"], s.labels["extension_point"]): s.value
+    samples = [
+        (s.labels["rule"], s.labels["extension_point"], s.value)
         for family in metrics.registry.collect()
         if family.name == "policyd_rule_errors"
         for s in family.samples
-        if s.labels["profile"] == "policyd" and s.labels["policy"] == name
-    }
+        if s.labels["policy"] == name
+    ]
+    counted = {(rule, point): value for rule, point, value in samples}
+    assert len(counted) == len(samples), samples  # one sample per rule
+    return counted
 
 
 def test_failed_rule_evaluations_are_counted_per_rule() -> None:
@@ -186,3 +192,13 @@ def test_failed_scores_are_counted_alike_by_the_plans_over_many_nodes() -> None:
     nodes = [make_node(f"n{i:02d}", cpu="4", labels={"zone": "a"}) for i in range(64)]
     counted = rule_errors("many", nodes, [make_pod("p", cpu="100m")])
     assert counted == {("Gpus", "Score"): 64}
+
+
+def test_a_policy_two_profiles_build_on_is_counted_once() -> None:
+    """The profile `policyd` (FAILING) and `other` (a layer over it) share its code: its count is the
+    failed evaluations of both profiles' pods, reported once."""
+    nodes = [make_node("a", cpu="4", labels={"zone": "a"}), make_node("b", cpu="4")]
+    pods = [make_pod("p", cpu="100m"), make_pod("q", cpu="100m", scheduler_name="other")]
+    layer = 'policy layer extends shared {\n  profiles = ["other"]\n}\n'
+    counted = rule_errors("shared", nodes, pods, layer)
+    assert counted[("Zone", "Filter")] == 2  # node b, once per pod
