@@ -96,15 +96,6 @@ class ExprPlan:
     @staticmethod
     def _scores(value: Any, n: int, failed: BoolArray) -> tuple[AnyArray, BoolArray]:
         """The raw scores, 0 where the evaluation failed (`failed`: where a let did), and where it failed."""
-
-        def as_float(v: Any) -> float | None:
-            if isinstance(v, EvalErr):
-                return None
-            try:
-                return float(v)
-            except (TypeError, ValueError, OverflowError):
-                return None
-
         if isinstance(value, Num):
             if num_kind(value) == "o":
                 raise Unsupported("score type")
@@ -112,16 +103,34 @@ class ExprPlan:
             if value.err is not None:
                 failed = failed | value.err
         elif isinstance(value, Cat):
-            floats = [as_float(v) for v in value.values]
-            table = np.array([0.0 if f is None else f for f in floats], dtype=np.float64)
+            # one pass over the values (a score by node name has one per node); the failed ones,
+            # rare, are looked for only when there are some
+            failures: list[Any] = []
+            table = np.array([_as_float(v, failures) for v in value.values], dtype=np.float64)
             out = table[value.codes]
-            failed = failed | np.array([f is None for f in floats], dtype=bool)[value.codes]
+            if failures:
+                bad = np.fromiter((_as_float(v, None) is None for v in value.values), dtype=bool)
+                failed = failed | bad[value.codes]
         else:
-            scalar = as_float(value)
+            scalar = _as_float(value, None)
             out = np.full(n, 0.0 if scalar is None else scalar, dtype=np.float64)
             if scalar is None:
                 failed = np.ones(n, dtype=bool)
         return np.where(failed, 0.0, out), failed
+
+
+def _as_float(v: Any, failures: list[Any] | None) -> Any:
+    """A score value as a float; for an error or a value that is no number, None, or, with a
+    `failures` list, 0.0 after appending `v` to it."""
+    if not isinstance(v, EvalErr):
+        try:
+            return float(v)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    if failures is None:
+        return None
+    failures.append(v)
+    return 0.0
 
 
 class Evaluation:
