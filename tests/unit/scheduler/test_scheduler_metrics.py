@@ -25,11 +25,14 @@ policy fit {
 """
 
 
-def run(nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> tuple[SchedulerMetrics, SimulatedCluster]:
+def run(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], texts: dict[str, str] | None = None
+) -> tuple[SchedulerMetrics, SimulatedCluster]:
+    """Schedule `pods` on `nodes` with the policies `texts` (POLICY by default) until settled."""
     metrics = SchedulerMetrics()
     cluster = SimulatedCluster(nodes, pods)
     sched = Scheduler(
-        compile_sources({"p.policy": POLICY}, generation=1),
+        compile_sources(texts or {"p.policy": POLICY}, generation=1),
         cluster,
         clock=FakeClock(),
         options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
@@ -148,20 +151,10 @@ def rule_errors(
     """The `policyd_rule_errors_total` samples of a run of FAILING as policy `name` (a compiled
     policy's counts live as long as its code, which compiling the same text again reuses), and of
     `layer` beside it: (rule, extension point) -> count."""
-    metrics = SchedulerMetrics()
-    cluster = SimulatedCluster(nodes, pods)
     texts = {f"{name}.policy": FAILING.replace("NAME", name)}
     if layer:
         texts["layer.policy"] = layer
-    sched = Scheduler(
-        compile_sources(texts, generation=1),
-        cluster,
-        clock=FakeClock(),
-        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
-        metrics=metrics,
-    )
-    cluster.start(sched)
-    sched.run_until_settled()
+    metrics, _ = run(nodes, pods, texts)
     samples = [
         (s.labels["rule"], s.labels["extension_point"], s.value)
         for family in metrics.registry.collect()
