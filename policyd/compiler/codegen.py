@@ -72,9 +72,9 @@ class PolicyCode:
     scores: tuple[pl.ScoreRule, ...]
     match: Callable[..., Any]
     filter: Callable[..., Any]
-    filter_all: Callable[..., Any]
     score: Callable[..., Any]
-    score_all: Callable[..., Any]
+    # the explanations' `filter_all` and `score_all`, generated when first asked for (`explaining`)
+    explaining: Callable[[], tuple[Callable[..., Any], Callable[..., Any]]]
     errors: RuleErrors  # the failed evaluations of its rules (`score`, `filter` and the plans count them)
     pod_slots: int
     node_slots: int
@@ -115,6 +115,20 @@ class PolicyCode:
     def policy(self) -> ir.Policy:
         """The policy the functions were generated from."""
         return self.checked.policy
+
+    @functools.cached_property
+    def _explained(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        return self.explaining()
+
+    @property
+    def filter_all(self) -> Callable[..., Any]:
+        """Every filter rule's verdict on a node (explanations; generated on first use)."""
+        return self._explained[0]
+
+    @property
+    def score_all(self) -> Callable[..., Any]:
+        """Every score rule's raw score and failure on a node (explanations; generated on first use)."""
+        return self._explained[1]
 
     def vector_plan(self) -> PolicyPlan:
         """The policy's rules lowered to vectorised plans (`policyd.compiler.lowering`), made once."""
@@ -468,8 +482,28 @@ class _PolicyGenerator:
         )
         w.indent -= 1
 
+    def generate_explaining(self) -> str:
+        """The module source of the explanations' functions: `filter_all` and `score_all`."""
+        w = _Writer()
+        self.filter_function(w, collect=True)
+        self.score_function(w, collect=True)
+        return "\n".join(w.lines) + "\n"
+
+    def filter_function(self, w: _Writer, collect: bool) -> None:
+        """Emit `filter` (the first failing rule) or, `collect`ing, `filter_all` (every rule's verdict)."""
+        w.line(f"def {'filter_all' if collect else 'filter'}(v_pod, v_cluster, v_node, P, N):")
+        w.indent += 1
+        if collect:
+            w.line("_out = []")
+        done: set[str] = set()
+        for index, filter_rule in enumerate(self.policy.filters):
+            self.rule_body(w, filter_rule, index, done, collect)
+        w.line("return _out" if collect else "return None")
+        w.indent -= 1
+
     def generate(self) -> str:
-        """The module source: `match`, `filter`, `filter_all`, `score`, `score_all`."""
+        """The module source of the scheduling functions: `match`, `filter`, the label-keyed verdicts,
+        `prepare_*`, `*_rule_values` and `score` (the explanations' are `generate_explaining`'s)."""
         w = _Writer()
         p = self.policy
         w.line("def match(v_pod, v_cluster):")
@@ -480,16 +514,7 @@ class _PolicyGenerator:
             value = self.embed(w, p.match, Context.MATCH)
             w.line(f"return {value} is True")
         w.indent -= 1
-        for collect in (False, True):
-            w.line(f"def {'filter_all' if collect else 'filter'}(v_pod, v_cluster, v_node, P, N):")
-            w.indent += 1
-            if collect:
-                w.line("_out = []")
-            done: set[str] = set()
-            for index, filter_rule in enumerate(p.filters):
-                self.rule_body(w, filter_rule, index, done, collect)
-            w.line("return _out" if collect else "return None")
-            w.indent -= 1
+        self.filter_function(w, collect=False)
         for index in self.label_keyed():
             self.verdict_function(w, index)
         for fn, exprs in (
@@ -511,8 +536,7 @@ class _PolicyGenerator:
             ]
             w.line(f"def {fn}(P):")
             w.line(f"    return ({''.join(t + ', ' for t in tuples)})")
-        for collect in (False, True):
-            self.score_function(w, collect)
+        self.score_function(w, collect=False)
         return "\n".join(w.lines) + "\n"
 
     def score_function(self, w: _Writer, collect: bool) -> None:
@@ -547,13 +571,19 @@ class _PolicyGenerator:
         w.indent -= 1
         w.line("_out.append((_s, _err))" if collect else "_out.append(_s)")
 
-    def build(self) -> PolicyCode:
-        """Generate, compile and wrap the policy's functions."""
-        source = self.generate()
+    def namespace(self, source: str) -> dict[str, Any]:
+        """Compile and run generated `source`: the functions it defines, by name."""
         namespace: dict[str, Any] = {"__builtins__": {}}
         namespace.update(self.globals)
         code = compile(source, f"<policy {self.policy.name.value}>", "exec")
         exec(code, namespace)  # noqa: S102 - generated from the IR; literals only via repr()
+        return namespace
+
+    def build(self) -> PolicyCode:
+        """Generate, compile and wrap the policy's functions (the explanations' when first used,
+        or now when instrumented: coverage probes are made as code is generated)."""
+        source = self.generate()
+        namespace = self.namespace(source)
         p = self.policy
         filters = tuple(rule_ref(p, r.name) for r in p.filters)
         scores = tuple(pl.ScoreRule(rule_ref(p, s.name), s.weight, s.normalize) for s in p.scores)
@@ -561,15 +591,14 @@ class _PolicyGenerator:
             r.name.value: self.reads_of(r.expr, r.reason if isinstance(r.reason, ir.Expression) else None)
             for r in p.filters
         }
-        return PolicyCode(
+        code = PolicyCode(
             checked=self.checked,
             filters=filters,
             scores=scores,
             match=namespace["match"],
             filter=namespace["filter"],
-            filter_all=namespace["filter_all"],
             score=namespace["score"],
-            score_all=namespace["score_all"],
+            explaining=functools.partial(explaining_functions, self.checked, self.coverage),
             errors=self.errors,
             pod_slots=self.pod_slots,
             node_slots=self.node_slots,
@@ -593,6 +622,18 @@ class _PolicyGenerator:
             filter_verdicts=tuple(namespace.get(f"verdict_{i}") for i in range(len(p.filters))),
             filter_key_deltas=tuple(self.key_delta_types(r) for r in p.filters),
         )
+        if self.coverage is not None:
+            code.filter_all  # noqa: B018 - generated now: coverage probes are made with the code
+        return code
+
+
+def explaining_functions(
+    checked: CheckedPolicy, coverage: CoverageCollector | None = None
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Generate and compile the explanations' `filter_all` and `score_all` of one checked policy."""
+    generator = _PolicyGenerator(checked, coverage)
+    namespace = generator.namespace(generator.generate_explaining())
+    return namespace["filter_all"], namespace["score_all"]
 
 
 def branch_recorders(

@@ -101,6 +101,26 @@ def test_a_score_whose_evaluation_fails_scores_0_and_tells_why() -> None:
     assert ev.score_errors(full) == [None, None, None]
 
 
+def test_the_explanations_functions_are_generated_when_first_used() -> None:
+    """`filter_all` and `score_all` serve explanations only: a policy's load does not generate them."""
+    text = """
+        policy lazy {
+          filter Zone { expr = node.labels["zone"] == "a" }
+          score Free { expr = node.free["cpu"] }
+        }
+        """
+    profile = compile_text(text).profiles["policyd"]
+    code = profile.codes[0]  # type: ignore[attr-defined]
+    assert "def filter(" in code.source and "def score(" in code.source
+    assert "filter_all" not in code.source and "score_all" not in code.source
+    assert "_explained" not in vars(code)
+    ev = profile.evaluator(pod(), None)
+    [result] = ev.filter_all(node("n1"))
+    assert not result.passed and result.error == "no such key: zone"
+    assert ev.score_errors(node("n1", free={})) == ["no such key: cpu"]
+    assert "_explained" in vars(code)  # generated once, kept
+
+
 def test_reason_expression_string_and_list() -> None:
     cps = compile_text(
         """

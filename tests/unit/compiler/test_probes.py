@@ -94,8 +94,10 @@ def test_probes_are_off_by_default_and_instrumented_code_has_no_plans() -> None:
     assert "_cov" not in plain.source and "probe" not in plain.source
     assert not plain.instrumented
     assert any(p is not None for p in plain.vector_plan().scores)
+    assert "_explained" not in vars(plain)  # the explanations' functions: when first used
     instrumented = compile_policy(one, CoverageCollector())
     assert "_cov" in instrumented.source and "probe" in instrumented.source
+    assert "_explained" in vars(instrumented)  # generated with the code: their probes are made with it
     assert instrumented is not compile_policy(one, CoverageCollector())  # never cached
     plan = instrumented.vector_plan()
     assert all(p is None for p in (*plan.filters, *plan.scores))  # every rule runs the probed functions
