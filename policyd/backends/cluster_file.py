@@ -21,7 +21,7 @@ import yaml
 
 from policyd.backends import kube_fields, validation
 from policyd.errors import ClusterDataError
-from policyd.slips import near_name
+from policyd.slips import did_you_mean, near_name
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
 
@@ -377,7 +377,7 @@ def _classify(
         if attr is None:
             near = near_kind(kind)
             if near is not None:  # a typo would drop the object without a word
-                raise ClusterDataError(f"{loc.where}: unknown kind {kind!r} (did you mean {near}?)")
+                raise ClusterDataError(f"{loc.where}: unknown kind {kind!r}{did_you_mean(near)}")
             ignored[kind] += 1
             continue
         obj = _check_object(loc.obj, loc.where)

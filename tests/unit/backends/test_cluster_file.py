@@ -152,11 +152,11 @@ def test_other_kinds_are_ignored_with_a_log_note(caplog: pytest.LogCaptureFixtur
         # a slip in a kind policyd reads would drop the object without a word
         (
             "kind: Pod\nmetadata: {name: a}\n---\nkind: Nod\nmetadata: {name: n}\n",
-            r"c\.yaml:4: unknown kind 'Nod' \(did you mean Node\?\)",
+            r"c\.yaml:4: unknown kind 'Nod' \(did you mean 'Node'\?\)",
         ),
-        ("kind: Pods\nmetadata: {name: a}\n", r"c\.yaml:1: unknown kind 'Pods' \(did you mean Pod\?\)"),
-        ("kind: node\nmetadata: {name: a}\n", r"unknown kind 'node' \(did you mean Node\?\)"),
-        ("kind: PersitentVolume\nmetadata: {name: a}\n", r"did you mean PersistentVolume\?"),
+        ("kind: Pods\nmetadata: {name: a}\n", r"c\.yaml:1: unknown kind 'Pods' \(did you mean 'Pod'\?\)"),
+        ("kind: node\nmetadata: {name: a}\n", r"unknown kind 'node' \(did you mean 'Node'\?\)"),
+        ("kind: PersitentVolume\nmetadata: {name: a}\n", r"did you mean 'PersistentVolume'\?"),
     ],
 )
 def test_bad_input_names_file_and_line(tmp_path: Path, text: str, pattern: str) -> None:
