@@ -20,7 +20,7 @@ from typing import Any
 from policyd.cel import protojson as pj
 from policyd.cel.checker import format_type
 from policyd.cel.optional import optional_of
-from policyd.cel.program import compile_expression, standard_env
+from policyd.cel.program import CelCompileError, compile_expression, standard_env
 from policyd.cel.types import (
     BOOL,
     BYTES,
@@ -38,7 +38,8 @@ from policyd.cel.types import (
     MapType,
 )
 from policyd.cel.values import OPTIONAL_TYPE_NAME
-from policyd.errors import PolicydError
+from policyd.errors import CelError, PolicydError
+from policyd.slips import did_you_mean
 
 _PRIMITIVES: dict[str, CelType] = {
     "bool": BOOL,
@@ -171,6 +172,25 @@ def _display(v: Any) -> Any:
     return str(v)
 
 
+def compile_error_text(expr: str, error: CelError) -> str:
+    """What is wrong with `expr`, for a person: every checker issue (or the one error) as
+    `error: LINE:COLUMN: message`, the name an unknown one is a slip of, and the line with a caret
+    under the place (the batch protocol keeps cel-go's bare message instead)."""
+    lines = expr.split("\n")
+    issues = error.issues if isinstance(error, CelCompileError) else ()
+    found: list[tuple[str, int, int, str | None]] = []
+    for issue in issues:
+        before = expr[: issue.offset]
+        column = issue.offset - (before.rfind("\n") + 1) + 1
+        found.append((issue.message, before.count("\n") + 1, column, issue.near))
+    out = []
+    for message, line, column, near in found or [(error.message, error.line, error.column, None)]:
+        out.append(f"error: {line}:{column}: {message}{did_you_mean(near)}\n")
+        if 1 <= line <= len(lines):
+            out.append(f" | {lines[line - 1]}\n | {' ' * (column - 1)}^\n")
+    return "".join(out)
+
+
 def _run_batch() -> int:
     for line in sys.stdin:
         if not line.strip():
@@ -207,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         env = standard_env({k: pj.infer_type(v) for k, v in bindings.items()})
         value = compile_expression(args.expr, env).evaluate(bindings)
+    except CelError as e:
+        print(compile_error_text(args.expr, e), file=sys.stderr, end="")
+        return 1
     except PolicydError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

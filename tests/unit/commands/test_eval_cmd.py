@@ -76,3 +76,27 @@ def test_a_bound_map_keeps_bool_and_int_keys_apart() -> None:
     }
     request["typeEnv"] = {"m": "map(dyn, string)"}
     assert evaluate_request(request) == {"value": {"boolValue": True}, "type": "bool"}
+
+
+def test_an_expression_that_does_not_compile_is_shown_with_every_issue_its_place_and_the_slip(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["eval", "size('a') +\n  sise('b') + nmbr", "--var", "number=1"]) == 1
+    assert capsys.readouterr().err == (
+        "error: 2:7: undeclared reference to 'sise' (in container '') (did you mean 'size'?)\n"
+        " |   sise('b') + nmbr\n"
+        " |       ^\n"
+        "error: 2:15: undeclared reference to 'nmbr' (in container '') (did you mean 'number'?)\n"
+        " |   sise('b') + nmbr\n"
+        " |               ^\n"
+    )
+    assert main(["eval", "1 +"]) == 1
+    assert (
+        capsys.readouterr().err == "error: 1:4: syntax error: unexpected end of expression\n | 1 +\n |    ^\n"
+    )
+
+
+def test_the_batch_protocol_keeps_the_checkers_bare_message() -> None:
+    assert evaluate_request({"expr": "sise('b')"}) == {
+        "error": "undeclared reference to 'sise' (in container '')"
+    }
