@@ -22,6 +22,7 @@ import yaml
 from policyd.backends import kube_fields, validation
 from policyd.errors import ClusterDataError
 from policyd.slips import did_you_mean, near_name
+from policyd.yaml_loading import FastSafeLoader
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
 
@@ -85,10 +86,8 @@ class ClusterObjects:
 
 # -- YAML with line numbers and without timestamp conversion -------------------------------------
 
-_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-
-class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _Loader(FastSafeLoader):
     """A safe loader that keeps timestamps as strings and remembers where each mapping starts."""
 
     yaml_implicit_resolvers = {

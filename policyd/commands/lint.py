@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from policyd import yaml_loading
 from policyd.errors import Diagnostic, PolicydError, SourceSpan
 from policyd.policy.documents import SUITE_KIND, check_document, kinds_of
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
@@ -169,7 +170,7 @@ def _manifest_data(path: str, key: str) -> Mapping[str, str]:
     """The `data` of the ConfigMap manifest at `path` (its namespace/name, when present, must be `key`)."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc: Any = yaml.safe_load(f)
+            doc: Any = yaml_loading.safe_load(f)
     except OSError as e:
         raise PolicydError(f"{path}: {e.strerror}") from e
     except yaml.YAMLError as e:

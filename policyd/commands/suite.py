@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from policyd import yaml_loading
 from policyd.backends.cluster_file import cluster_objects
 from policyd.backends.kube_fields import FieldProblem, field_problems
 from policyd.backends.simulated import SimulatedCluster
@@ -111,7 +112,8 @@ def load_suite(path: Path) -> dict[str, Any]:
             log.warning("test suite: %s", warning.format())
     if errors:
         raise SuiteError("\n".join(d.format() for d in errors))
-    found = [d for d in yaml.safe_load_all(text) if d is not None]  # valid YAML: check_document read it
+    # valid YAML: check_document read it
+    found = [d for d in yaml_loading.safe_load_all(text) if d is not None]
     kinds = [d.get("kind") if isinstance(d, dict) else None for d in found]
     if kinds != [SUITE_KIND]:
         raise SuiteError(f"{path}: a suite file holds one {SUITE_KIND} document (found kinds {kinds})")

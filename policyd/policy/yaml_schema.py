@@ -17,6 +17,7 @@ import yaml
 from policyd.errors import Diagnostic
 from policyd.policy.source import SourceFile
 from policyd.slips import did_you_mean, near_name
+from policyd.yaml_loading import SafeLoader
 
 
 def _path_text(path: Sequence[Any]) -> str:
@@ -31,7 +32,7 @@ def documents(source: SourceFile, diagnostics: list[Diagnostic]) -> Iterator[tup
 
     A YAML syntax error is appended to `diagnostics` at its mark.
     """
-    loader = yaml.SafeLoader(source.text)
+    loader = SafeLoader(source.text)
     try:
         while loader.check_node():
             node = loader.get_node()

@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from policyd import shipped
+from policyd import shipped, yaml_loading
 from policyd.errors import ConfigError
 from policyd.framework import DEFAULT_PROFILE
 from policyd.service import authentication, authorization
@@ -378,7 +378,7 @@ def load(path: str | Path | None) -> Config:
     except OSError as err:
         raise ConfigError(f"{p}: cannot read: {err.strerror or err}") from err
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml_loading.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""

@@ -214,7 +214,7 @@ def load_kubeconfig(path: str, cfg: k8s_client.Configuration, context: str | Non
         )
     except k8s_config.ConfigException as err:
         raise PolicydError(f"kubeconfig {path}: {_kubeconfig_problem(str(err))}") from err
-    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as err:
+    except (OSError, ValueError, TypeError, AttributeError, IndexError, KeyError, yaml.YAMLError) as err:
         raise PolicydError(
             f"kubeconfig {path}: not a usable kubeconfig: {' '.join(str(err).split())}"
         ) from err
