@@ -62,6 +62,8 @@ from policyd.cel.values import OPTIONAL_TYPE_NAME, UInt
 from policyd.errors import CelError, CelEvalError
 
 _SIMPLE_ZERO = (int, float, str, bytes, bool, type(None))
+# tree levels after which an expression's text is moved into a function of its own (`gen`)
+HOIST_LEVELS = 24
 
 
 @dataclass
@@ -123,6 +125,7 @@ class _Generator:
         self.globals: dict[str, Any] = {}
         self.params: list[str] = []
         self._counter = 0
+        self._height = 0  # levels of the expression text being generated (see `gen`)
         self.functions: dict[str, FunctionDecl] = dict(standard_functions())
         self.functions.update(env.functions)
         self._add_global("CelEvalError", CelEvalError)
@@ -216,12 +219,24 @@ class _Generator:
     # -- expressions ---------------------------------------------------------------------------
 
     def gen(self, e: ast.Expr, scope: _Scope, prelude: list[str], indent: str) -> str:
-        """Python expression text for `e`; statements it needs are appended to `prelude`."""
+        """Python expression text for `e`; statements it needs are appended to `prelude`.
+
+        Python's parser refuses expressions nested more than 200 brackets deep, and each level of
+        the tree may add a few: a text `HOIST_LEVELS` levels deep is moved into a function of its own
+        in `prelude`, called in its place (evaluated where and when it was, in the same scope)."""
+        outer = self._height
+        self._height = 0
         text = self._gen(e, scope, prelude, indent)
         probe = self.probes.get(e.id)
-        if probe is None:
-            return text
-        return f"{self._add_global(f'probe{e.id}', probe)}({text})"
+        if probe is not None:
+            text = f"{self._add_global(f'probe{e.id}', probe)}({text})"
+        height = self._height + 1
+        if height >= HOIST_LEVELS:
+            name = self._fresh("h")
+            prelude.extend([f"{indent}def {name}():", f"{indent}    return {text}"])
+            text, height = f"{name}()", 1
+        self._height = max(outer, height)
+        return text
 
     def _gen(self, e: ast.Expr, scope: _Scope, prelude: list[str], indent: str) -> str:
         if isinstance(e, ast.Const):
@@ -448,17 +463,17 @@ class _Generator:
             b = self.gen(right, scope, prelude, indent)
             return f"({a} {'and' if is_and else 'or'} {b})"
         name = self._fresh("l")
-        body: list[str] = []
         inner = indent + "    "
-        a = self.gen(left, scope, body, inner)
-        b = self.gen(right, scope, body, inner)
+        # the operands' own functions go beside this one (same scope), not inside it: nested, a
+        # mix of `&&` and `||` would nest Python blocks as deep as the expression
+        a = self.gen(left, scope, prelude, indent)
+        b = self.gen(right, scope, prelude, indent)
         short = "False" if is_and else "True"
         other = "True" if is_and else "False"
         errs = f"{self.prefix}ERRS"
         logic_fn = self._helper(rt.logic_result)
         lines = [
             f"{indent}def {name}():",
-            *[ln for ln in body],
             f"{inner}try:",
             f"{inner}    a = {a}",
             f"{inner}except {errs} as ea:",
@@ -481,13 +496,11 @@ class _Generator:
 
     def _not_strictly_false(self, arg: ast.Expr, scope: _Scope, prelude: list[str], indent: str) -> str:
         name = self._fresh("n")
-        body: list[str] = []
         inner = indent + "    "
-        a = self.gen(arg, scope, body, inner)
+        a = self.gen(arg, scope, prelude, indent)
         prelude.extend(
             [
                 f"{indent}def {name}():",
-                *body,
                 f"{inner}try:",
                 f"{inner}    return ({a}) is not False",
                 f"{inner}except {self.prefix}ERRS:",

@@ -42,7 +42,7 @@ import lark
 from lark import Lark, Token, Tree
 
 from policyd.cel import syntax as ast
-from policyd.cel.walk import nodes
+from policyd.cel.walk import nodes, too_deep
 from policyd.errors import CelError
 from policyd.user_cache import cache_directory
 
@@ -198,6 +198,14 @@ _BINOPS = {
 }
 
 
+# the deepest expression tree accepted (levels from the top node down): every pass over a tree
+# recurses once per level, and the generated Python nests with it; cel-go's parser likewise refuses
+# expressions nested beyond its recursion limit. `&&`/`||` chains are balanced and repeated `!`/`-`
+# collapse (as in cel-go), so only real nesting counts.
+MAX_DEPTH = 100
+TOO_DEEP = f"expression nested too deeply (more than {MAX_DEPTH} levels)"
+
+
 class CelTreeBuilder:
     """Builds CEL AST nodes from Lark trees of `cel.lark` (also when namespaced by `%import`)."""
 
@@ -212,11 +220,16 @@ class CelTreeBuilder:
         return self._ids
 
     def build(self, tree: Tree[Any] | Token) -> ast.Expr:
-        """Convert one `expr` subtree (or a bare token) to an AST node; raises CelError."""
+        """Convert one `expr` subtree (or a bare token) to an AST node; raises CelError, also for a
+        tree more than `MAX_DEPTH` levels deep."""
         try:
-            return self._expr(tree)
+            expr = self._expr(tree)
         except RecursionError:
-            raise self._error("expression nested too deeply", tree) from None
+            raise self._error(TOO_DEEP, tree) from None
+        deepest = too_deep(expr, MAX_DEPTH)
+        if deepest is not None:
+            raise self._error(TOO_DEEP, deepest.offset)
+        return expr
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -273,16 +286,45 @@ class CelTreeBuilder:
 
     def _r_binop(self, t: Tree[Any]) -> ast.Expr:
         left, op, right = t.children
+        if str(op) in ("&&", "||"):
+            return self._logic_chain(t, str(op))
         lhs = self._expr(left)
         rhs = self._expr(right)
         return ast.Call(_BINOPS[str(op)], (lhs, rhs), offset=self._pos(op), id=self.next_id())
 
+    def _logic_chain(self, t: Tree[Any], op: str) -> ast.Expr:
+        """`a && b && c ...` (or `||`) as a balanced tree, as cel-go's parser builds it: the operator is
+        associative, and a chain of n terms is then log2(n) levels deep, not n."""
+        rights: list[Tree[Any] | Token] = []
+        tokens: list[Tree[Any] | Token] = []
+        node: Tree[Any] | Token = t
+        while isinstance(node, Tree) and _base(str(node.data)) == "binop" and str(node.children[1]) == op:
+            rights.append(node.children[2])
+            tokens.append(node.children[1])
+            node = node.children[0]
+        terms = [self._expr(node), *(self._expr(r) for r in reversed(rights))]
+        offsets = [self._pos(tok) for tok in reversed(tokens)]
+
+        def balanced(lo: int, hi: int) -> ast.Expr:  # terms lo..hi joined by the operators between them
+            if lo == hi:
+                return terms[lo]
+            mid = (lo + hi + 1) // 2  # the operator before terms[mid]
+            return ast.Call(
+                _BINOPS[op],
+                (balanced(lo, mid - 1), balanced(mid, hi)),
+                offset=offsets[mid - 1],
+                id=self.next_id(),
+            )
+
+        return balanced(0, len(terms) - 1)
+
     def _r_not_chain(self, t: Tree[Any]) -> ast.Expr:
+        # as cel-go: an even number of `!` is the operand itself, an odd number one `!`
         *ops, operand = t.children
         node = self._expr(operand)
-        for op in reversed(ops):
-            node = ast.Call("!_", (node,), offset=self._pos(op), id=self.next_id())
-        return node
+        if len(ops) % 2 == 0:
+            return node
+        return ast.Call("!_", (node,), offset=self._pos(ops[0]), id=self.next_id())
 
     def _r_neg_chain(self, t: Tree[Any]) -> ast.Expr:
         *ops, operand = t.children
@@ -295,9 +337,10 @@ class CelTreeBuilder:
                 node = self._expr(operand)
         else:
             node = self._expr(operand)
-        for op in reversed(ops):
-            node = ast.Call("-_", (node,), offset=self._pos(op), id=self.next_id())
-        return node
+        # as cel-go: an even number of `-` is the operand itself, an odd number one `-`
+        if len(ops) % 2 == 0:
+            return node
+        return ast.Call("-_", (node,), offset=self._pos(ops[0]), id=self.next_id())
 
     def _r_literal(self, t: Tree[Any]) -> ast.Expr:
         return self._literal_token(t.children[0])

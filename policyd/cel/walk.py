@@ -94,3 +94,21 @@ def is_field_of(e: ast.Expr, variable: str, bound: Bound) -> bool:
 def is_free(e: ast.Expr, variable: str, bound: Bound) -> bool:
     """True when `e` is the bare free identifier `variable`."""
     return isinstance(e, ast.Ident) and e.name == variable and variable not in bound
+
+
+# levels a comprehension adds below it: its generated Python function nests a loop (and a condition)
+COMPREHENSION_LEVELS = 3
+
+
+def too_deep(e: ast.Expr, limit: int) -> ast.Expr | None:
+    """The first node (in pre-order) more than `limit` levels below `e`'s top, or None: every pass
+    over a tree (checker, cost, code generators) recurses once per level, and the code generators
+    nest Python blocks per comprehension (which counts `COMPREHENSION_LEVELS`)."""
+    stack: list[tuple[ast.Expr, int]] = [(e, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > limit:
+            return node
+        below = level + (COMPREHENSION_LEVELS if isinstance(node, ast.Comprehension) else 1)
+        stack.extend((child, below) for child in reversed(children(node)))
+    return None
