@@ -117,7 +117,8 @@ def read_policy_files(
     texts: dict[str, str] = {}
     for path in policy_files(paths, io_errors, others):
         try:
-            with open(path, encoding="utf-8") as f:
+            # utf-8-sig: a byte order mark (some editors write one) is not part of the text
+            with open(path, encoding="utf-8-sig") as f:
                 texts[path] = f.read()
         except FileNotFoundError:
             continue  # deleted between listing and reading (an editor's save): gone is gone

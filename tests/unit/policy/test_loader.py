@@ -25,6 +25,14 @@ def test_directory_is_searched_recursively(tmp_path: Path) -> None:
     assert not result.has_errors and not result.io_errors
 
 
+def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path: Path) -> None:
+    # some editors start a UTF-8 file with one; positions are counted without it, as they show it
+    found = _load(tmp_path, "\ufeffpolicy a { filter F { expr = node.redy } }\n")
+    errors = [(line, column, message) for line, column, severity, message in found if severity == "error"]
+    assert [(line, column) for line, column, _ in errors] == [(1, 35)]  # as without the mark
+    assert "undefined field 'redy'" in errors[0][2]
+
+
 def test_missing_path_is_io_error(tmp_path: Path) -> None:
     result = load_policies([str(tmp_path / "nope")])
     assert result.io_errors and not result.diagnostics
