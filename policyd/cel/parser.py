@@ -222,11 +222,13 @@ class CelTreeBuilder:
     def build(self, tree: Tree[Any] | Token) -> ast.Expr:
         """Convert one `expr` subtree (or a bare token) to an AST node; raises CelError, also for a
         tree more than `MAX_DEPTH` levels deep."""
+        first = self._ids
         try:
             expr = self._expr(tree)
         except RecursionError:
             raise self._error(TOO_DEEP, tree) from None
-        deepest = too_deep(expr, MAX_DEPTH)
+        # a tree is at most as deep as it has nodes (a comprehension has more than its 3 levels)
+        deepest = too_deep(expr, MAX_DEPTH) if self._ids - first > MAX_DEPTH else None
         if deepest is not None:
             raise self._error(TOO_DEEP, deepest.offset)
         return expr
