@@ -64,6 +64,9 @@ from policyd.errors import CelError, CelEvalError
 _SIMPLE_ZERO = (int, float, str, bytes, bool, type(None))
 # tree levels after which an expression's text is moved into a function of its own (`gen`)
 HOIST_LEVELS = 24
+# Python blocks (of 100 allowed) below which an error-absorbing `&&`/`||` nests its operands'
+# functions in its own (`_logic`)
+NEST_LIMIT = 40
 
 
 @dataclass
@@ -464,16 +467,19 @@ class _Generator:
             return f"({a} {'and' if is_and else 'or'} {b})"
         name = self._fresh("l")
         inner = indent + "    "
-        # the operands' own functions go beside this one (same scope), not inside it: nested, a
-        # mix of `&&` and `||` would nest Python blocks as deep as the expression
-        a = self.gen(left, scope, prelude, indent)
-        b = self.gen(right, scope, prelude, indent)
+        # the operands' own functions are made inside this one, so only when it runs; deep down they
+        # go beside it (same scope), or a mix of `&&` and `||` would nest Python blocks as deep as
+        # the expression
+        body, at = ([], inner) if len(indent) < NEST_LIMIT * 4 else (prelude, indent)
+        a = self.gen(left, scope, body, at)
+        b = self.gen(right, scope, body, at)
         short = "False" if is_and else "True"
         other = "True" if is_and else "False"
         errs = f"{self.prefix}ERRS"
         logic_fn = self._helper(rt.logic_result)
         lines = [
             f"{indent}def {name}():",
+            *(body if body is not prelude else ()),
             f"{inner}try:",
             f"{inner}    a = {a}",
             f"{inner}except {errs} as ea:",
@@ -497,10 +503,12 @@ class _Generator:
     def _not_strictly_false(self, arg: ast.Expr, scope: _Scope, prelude: list[str], indent: str) -> str:
         name = self._fresh("n")
         inner = indent + "    "
-        a = self.gen(arg, scope, prelude, indent)
+        body, at = ([], inner) if len(indent) < NEST_LIMIT * 4 else (prelude, indent)
+        a = self.gen(arg, scope, body, at)
         prelude.extend(
             [
                 f"{indent}def {name}():",
+                *(body if body is not prelude else ()),
                 f"{inner}try:",
                 f"{inner}    return ({a}) is not False",
                 f"{inner}except {self.prefix}ERRS:",
