@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(2)  # a usage error, as argparse reports one
     else:
         result = load_paths(args.paths)
+        if not result.files and not result.io_errors:  # nothing to check is worth a word
+            print(f"policyd lint: no policy or YAML files under {' '.join(args.paths)}", file=sys.stderr)
     return report(result, args.format)
 
 

@@ -100,10 +100,12 @@ def load_suite(path: Path) -> dict[str, Any]:
     reported at the YAML node it concerns.
     """
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         diagnostics = check_document(str(path), text)
     except OSError as exc:
         raise SuiteError(f"{path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     errors = [d for d in diagnostics if d.severity == "error"]
     if not errors:
         checked = object_diagnostics(str(path), text)

@@ -57,6 +57,14 @@ def test_clean_policy_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().out == ""
 
 
+def test_a_directory_without_policies_is_said_to_be_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("no policy here")
+    assert main(["lint", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == f"policyd lint: no policy or YAML files under {tmp_path}\n"
+
+
 def test_warnings_alone_exit_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "w.policy").write_text("policy w {\n  let unused = 1\n  filter F { expr = node.ready }\n}\n")
     assert main(["lint", str(tmp_path / "w.policy")]) == 0

@@ -92,6 +92,15 @@ def test_schema_violation_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "policies" in capsys.readouterr().err
 
 
+def test_a_file_that_is_not_utf8_text_is_unusable_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "suite.yaml"
+    path.write_bytes(b"kind: PolicyTestSuite\n\x9e\xff\n")
+    assert main(["test", str(path)]) != 0
+    assert f"{path}: not UTF-8 text: invalid start byte at byte 22" in capsys.readouterr().err
+
+
 def _broken_suite(tmp_path: Path) -> Path:
     """A suite whose objects break what an API server would check: a misspelt field, a quantity that
     is none, a toleration that cannot be, in the suite's nodes and pods and in a case's pod."""
