@@ -200,9 +200,11 @@ _BINOPS = {
 
 # the deepest expression tree accepted (levels from the top node down): every pass over a tree
 # recurses once per level, and the generated Python nests with it; cel-go's parser likewise refuses
-# expressions nested beyond its recursion limit. `&&`/`||` chains are balanced and repeated `!`/`-`
+# expressions nested beyond its recursion limit. Long `&&`/`||` chains are balanced and repeated `!`/`-`
 # collapse (as in cel-go), so only real nesting counts.
 MAX_DEPTH = 100
+# `&&`/`||` chains of more terms than this are built balanced (as cel-go builds every chain)
+LEFT_NESTED_TERMS = 16
 TOO_DEEP = f"expression nested too deeply (more than {MAX_DEPTH} levels)"
 
 
@@ -295,8 +297,8 @@ class CelTreeBuilder:
         return ast.Call(_BINOPS[str(op)], (lhs, rhs), offset=self._pos(op), id=self.next_id())
 
     def _logic_chain(self, t: Tree[Any], op: str) -> ast.Expr:
-        """`a && b && c ...` (or `||`) as a balanced tree, as cel-go's parser builds it: the operator is
-        associative, and a chain of n terms is then log2(n) levels deep, not n."""
+        """`a && b && c ...` (or `||`): a long chain as a balanced tree, as cel-go's parser builds it
+        (the operator is associative, and n terms are then log2(n) levels deep, not n)."""
         rights: list[Tree[Any] | Token] = []
         tokens: list[Tree[Any] | Token] = []
         node: Tree[Any] | Token = t
@@ -306,6 +308,13 @@ class CelTreeBuilder:
             node = node.children[0]
         terms = [self._expr(node), *(self._expr(r) for r in reversed(rights))]
         offsets = [self._pos(tok) for tok in reversed(tokens)]
+        if len(terms) <= LEFT_NESTED_TERMS:
+            # short chains stay left-nested: the code generator joins a run of error-free operands
+            # with Python's own `and`/`or`, which a balanced tree would split
+            tree = terms[0]
+            for term, offset in zip(terms[1:], offsets, strict=True):
+                tree = ast.Call(_BINOPS[op], (tree, term), offset=offset, id=self.next_id())
+            return tree
 
         def balanced(lo: int, hi: int) -> ast.Expr:  # terms lo..hi joined by the operators between them
             if lo == hi:
