@@ -105,6 +105,20 @@ def _check_expansion(root: yaml.Node, written: int) -> None:
         _refuse(f"excessive aliasing: the document's aliases make {total:,} values of it", root)
 
 
+def nested_deeper(data: Any, limit: int) -> bool:
+    """True when loaded data (dicts and lists, from JSON) nests more than `limit` levels deep."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if level > limit:
+            return True
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 class Guarded(yaml.constructor.SafeConstructor):
     """A constructor whose failures on a value are `ConstructorError`s at the value, and which
     refuses a document its readers could not walk (`check_shape`) before constructing it."""

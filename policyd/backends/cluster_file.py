@@ -22,7 +22,7 @@ import yaml
 from policyd.backends import kube_fields, validation
 from policyd.errors import ClusterDataError
 from policyd.slips import did_you_mean, near_name
-from policyd.yaml_loading import FastSafeLoader
+from policyd.yaml_loading import MAX_NESTING, FastSafeLoader, nested_deeper
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
 
@@ -164,6 +164,10 @@ def _documents(text: str, source: str, marking: bool = False) -> Iterator[_Locat
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise ClusterDataError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+        except RecursionError:  # the decoder recurses per level
+            raise ClusterDataError(f"{source}: invalid JSON: nested too deeply") from None
+        if nested_deeper(doc, MAX_NESTING):  # as a YAML document (every later walk recurses per level)
+            raise ClusterDataError(f"{source}: invalid JSON: nested more than {MAX_NESTING} levels deep")
         yield _Located(doc, source)
         return
     loader = _MarkingLoader(text) if marking else _Loader(text)

@@ -199,6 +199,8 @@ def _run_batch() -> int:
             request = json.loads(line)
         except ValueError as e:
             answer: dict[str, Any] = {"error": f"invalid JSON: {e}"}
+        except RecursionError:  # the decoder recurses per level
+            answer = {"error": "invalid JSON: nested too deeply"}
         else:
             answer = evaluate_request(request)
         sys.stdout.write(json.dumps(answer) + "\n")
@@ -223,6 +225,9 @@ def run(args: argparse.Namespace) -> int:
             bindings[name] = json.loads(text)
         except ValueError as e:
             print(f"policyd eval: invalid JSON for {name}: {e}", file=sys.stderr)
+            return 2
+        except RecursionError:  # the decoder recurses per level
+            print(f"policyd eval: invalid JSON for {name}: nested too deeply", file=sys.stderr)
             return 2
     try:
         env = standard_env({k: pj.infer_type(v) for k, v in bindings.items()})

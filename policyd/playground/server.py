@@ -226,3 +226,6 @@ class _Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             self._error(HTTPStatus.BAD_REQUEST, f"the request body is not JSON: {err}")
             return None
+        except RecursionError:  # the decoder recurses per level
+            self._error(HTTPStatus.BAD_REQUEST, "the request body is not JSON: nested too deeply")
+            return None

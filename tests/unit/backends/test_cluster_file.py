@@ -139,6 +139,19 @@ def test_other_kinds_are_ignored_with_a_log_note(caplog: pytest.LogCaptureFixtur
     [
         ("kind: Pod\nmetadata: {name: p\n", r"c\.yaml:3:1: invalid YAML"),
         ('{"kind": "Pod",\n "metadata": }', r"c\.yaml:2:14: invalid JSON"),
+        # every later walk recurses per level; past the decoder's own recursion, it raised RecursionError
+        (
+            '{"kind": "Node", "metadata": {"x": ' + "[" * 70 + "]" * 70 + "}}",
+            r"c\.yaml: invalid JSON: nested more than 64",
+        ),
+        (
+            '{"kind": "Node", "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+            r"c\.yaml: invalid JSON: nested too deeply",
+        ),
+        (
+            "kind: Node\nmetadata: {x: " + "[" * 70 + "]" * 70 + "}\n",
+            r"c\.yaml:2:77: invalid YAML: nested more than 64",
+        ),
         (
             "kind: List\nitems:\n- kind: Pod\n  metadata: {name: a}\n- kind: Pod\n  metadata: {}\n",
             r"c\.yaml:5: Pod without metadata\.name",

@@ -100,3 +100,16 @@ def test_the_batch_protocol_keeps_the_checkers_bare_message() -> None:
     assert evaluate_request({"expr": "sise('b')"}) == {
         "error": "undeclared reference to 'sise' (in container '')"
     }
+
+
+def test_a_batch_line_nested_past_the_json_decoder_is_answered_and_the_batch_goes_on(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = '{"expr": "1", "bindings": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(deep + '\n{"expr": "1 + 1"}\n'))
+    assert main(["eval", "--batch"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert out == [
+        {"error": "invalid JSON: nested too deeply"},
+        {"value": {"int64Value": "2"}, "type": "int"},
+    ]

@@ -198,6 +198,9 @@ def test_bodies_over_the_limit_non_json_and_unknown_paths_are_refused(served: Pl
     assert status == 415
     status, doc, _ = request(served, "POST", "/api/lint", b"{not json")
     assert status == 400 and "not JSON" in doc["error"]
+    # a body nested past the decoder's recursion: refused, not a dropped connection
+    status, doc, _ = request(served, "POST", "/api/lint", b"[" * 100_000 + b"]" * 100_000)
+    assert (status, doc["error"]) == (400, "the request body is not JSON: nested too deeply")
     status, doc = post(served, "/api/compile", {})
     assert status == 404
 
