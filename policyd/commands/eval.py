@@ -108,7 +108,10 @@ def evaluate_request(request: Mapping[str, Any]) -> dict[str, Any]:
         raw_bindings = request.get("bindings") or {}
         if not isinstance(raw_bindings, Mapping):
             return {"error": "'bindings' must be an object"}
-        bindings = {str(k): pj.from_json(v) for k, v in raw_bindings.items()}
+        try:
+            bindings = {str(k): pj.from_json(v) for k, v in raw_bindings.items()}
+        except RecursionError:  # the value decoder recurses per level
+            return {"error": "'bindings' nested too deeply"}
         types: dict[str, CelType] = {name: pj.infer_type(v) for name, v in bindings.items()}
         for name, t in (request.get("typeEnv") or {}).items():
             types[str(name)] = parse_type(str(t))

@@ -113,3 +113,12 @@ def test_a_batch_line_nested_past_the_json_decoder_is_answered_and_the_batch_goe
         {"error": "invalid JSON: nested too deeply"},
         {"value": {"int64Value": "2"}, "type": "int"},
     ]
+
+
+def test_a_binding_nested_past_the_value_decoder_is_named_as_the_problem() -> None:
+    value: dict[str, object] = {"int64Value": "1"}
+    for _ in range(2000):  # within the JSON decoder's recursion, past the value decoder's
+        value = {"listValue": {"values": [value]}}
+    assert evaluate_request({"expr": "1", "bindings": {"x": value}}) == {
+        "error": "'bindings' nested too deeply"
+    }
