@@ -57,12 +57,13 @@ def check_shape(root: yaml.Node) -> None:
         return
     height: dict[int, int] = {}  # id(collection) -> levels of collections from it down
     shared = False  # a collection reached twice: through an alias
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    # (node, None): to visit; (node, its collections): to measure, its collections measured
+    stack: list[tuple[yaml.Node, list[yaml.Node] | None]] = [(root, None)]
     while stack:
-        node, done = stack.pop()
+        node, kids = stack.pop()
         key = id(node)
-        if done:
-            height[key] = 1 + max((height[id(c)] for c in _collections(node)), default=0)
+        if kids is not None:
+            height[key] = 1 + max((height[id(c)] for c in kids), default=0)
             continue
         seen = height.get(key)
         if seen is not None:
@@ -71,8 +72,9 @@ def check_shape(root: yaml.Node) -> None:
             shared = True
             continue
         height[key] = _IN_PROGRESS
-        stack.append((node, True))
-        stack.extend((child, False) for child in _collections(node))
+        kids = _collections(node)
+        stack.append((node, kids))
+        stack.extend((child, None) for child in kids)
     if height[id(root)] > MAX_NESTING:
         node, level = root, 1
         while level <= MAX_NESTING:  # down the deepest path to the first collection past the limit
