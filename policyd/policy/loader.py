@@ -101,7 +101,11 @@ def _foreign_yaml(path: str) -> bool:
 
 
 def parse_file(path: str, text: str) -> ParseResult:
-    """Parse one file by its suffix (`.yaml`/`.yml`: YAML form, anything else: text form)."""
+    """Parse one file by its suffix (`.yaml`/`.yml`: YAML form, anything else: text form).
+
+    A leading byte order mark (some editors write one) is not part of the text, wherever the text came
+    from: a file, a ConfigMap's value, the playground."""
+    text = text.removeprefix("\ufeff")
     if path.endswith((".yaml", ".yml")):
         return parse_policy_yaml(text, path)
     return parse_policy_text(text, path)
@@ -117,8 +121,7 @@ def read_policy_files(
     texts: dict[str, str] = {}
     for path in policy_files(paths, io_errors, others):
         try:
-            # utf-8-sig: a byte order mark (some editors write one) is not part of the text
-            with open(path, encoding="utf-8-sig") as f:
+            with open(path, encoding="utf-8") as f:
                 texts[path] = f.read()
         except FileNotFoundError:
             continue  # deleted between listing and reading (an editor's save): gone is gone

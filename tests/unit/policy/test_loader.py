@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policyd.policy.loader import load_policies
+from policyd.policy.loader import load_policies, load_texts
 
 
 def _load(tmp_path: Path, text: str, name: str = "p.policy") -> list[tuple[int, int, str, str]]:
@@ -31,6 +31,20 @@ def test_a_byte_order_mark_is_not_part_of_the_text(tmp_path: Path) -> None:
     errors = [(line, column, message) for line, column, severity, message in found if severity == "error"]
     assert [(line, column) for line, column, _ in errors] == [(1, 35)]  # as without the mark
     assert "undefined field 'redy'" in errors[0][2]
+
+
+def test_a_byte_order_mark_is_dropped_from_texts_that_come_from_no_file() -> None:
+    # a ConfigMap's value (kubectl create configmap --from-file keeps the mark), both forms
+    text = "\ufeffpolicy a { filter F { expr = node.redy } }\n"
+    yaml_text = (
+        "\ufeffapiVersion: policyd.io/v1alpha1\nkind: SchedulingPolicy\nmetadata: {name: b}\nspec: {}\n"
+    )
+    result = load_texts({"configmap://ns/m/a.policy": text, "configmap://ns/m/b.yaml": yaml_text})
+    assert sorted(p.name.value for p in result.policies) == ["a", "b"]
+    errors = [d for d in result.diagnostics if d.severity == "error"]
+    assert [(d.span.file, d.span.line, d.span.column) for d in errors] == [
+        ("configmap://ns/m/a.policy", 1, 35)
+    ]
 
 
 def test_missing_path_is_io_error(tmp_path: Path) -> None:
