@@ -10,7 +10,8 @@ Severity = Literal["error", "warning"]
 
 @dataclass(frozen=True)
 class SourceSpan:
-    """A place in a source file: 1-based line and column, optional end."""
+    """A place in a source file: 1-based line and column, optional end; line 0: the source as a whole,
+    for a problem that has no place in it (`unplaced`)."""
 
     file: str = "<input>"
     line: int = 1
@@ -18,8 +19,13 @@ class SourceSpan:
     end_line: int | None = None
     end_column: int | None = None
 
+    @property
+    def placed(self) -> bool:
+        """Whether the span names a line and column."""
+        return self.line > 0
+
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+        return f"{self.file}:{self.line}:{self.column}" if self.placed else self.file
 
 
 @dataclass(frozen=True)
@@ -46,16 +52,26 @@ class Diagnostic:
 
     def to_json(self) -> dict[str, object]:
         """The `--format json` shape of this diagnostic."""
+        placed = self.span.placed
         return {
             "file": self.span.file,
-            "line": self.span.line,
-            "column": self.span.column,
+            "line": self.span.line if placed else None,
+            "column": self.span.column if placed else None,
             "endLine": self.span.end_line,
             "endColumn": self.span.end_column,
             "severity": self.severity,
             "code": self.code,
             "message": self.message,
         }
+
+
+def unplaced(message: str, code: str = "io", source: str | None = None) -> Diagnostic:
+    """An error with no line or column (a file that cannot be read, a ConfigMap that is missing) of
+    `source`; without one, `message` is `SOURCE: problem` (or the problem, of `<policies>`)."""
+    if source is None:
+        head, sep, rest = message.partition(": ")
+        source, message = (head, rest) if sep and head and rest else ("<policies>", message)
+    return Diagnostic("error", message, SourceSpan(source, 0, 0), code)
 
 
 class PolicydError(Exception):

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from policyd import yaml_loading
-from policyd.errors import Diagnostic, PolicydError, SourceSpan
+from policyd.errors import PolicydError, unplaced
 from policyd.policy.documents import SUITE_KIND, check_document, kinds_of
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.service import config as configuration
@@ -151,7 +151,7 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
         result.io_errors.append("no policy files in the config's policy sources")
     problem = cfg.undeclared_profiles(result.profiles)
     if problem and not result.has_errors:
-        result.diagnostics.append(Diagnostic("error", problem, SourceSpan(config_path), "config"))
+        result.diagnostics.append(unplaced(problem, "config", config_path))
     return result
 
 

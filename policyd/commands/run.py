@@ -23,7 +23,7 @@ from policyd.backends.kube.client import ApiError, KubeClient
 from policyd.backends.kube.events import WARNING, ObjectRef
 from policyd.backends.kube.informer import Informer, Resource
 from policyd.backends.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
-from policyd.errors import Diagnostic, PolicydError, PolicyError, SourceSpan
+from policyd.errors import PolicydError, PolicyError, unplaced
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.queue import QueueConfig
@@ -216,7 +216,7 @@ def only_profiles(cfg: Config, policies: CompiledPolicySet) -> CompiledPolicySet
     """Keep the profiles of the configured scheduler names; a configured name with no policy is an error."""
     problem = cfg.undeclared_profiles(policies.profiles)
     if problem:
-        raise PolicyError(Diagnostic("error", problem, SourceSpan("<config>")))
+        raise PolicyError(unplaced(problem, "config", "<config>"))
     return CompiledPolicySet(
         generation=policies.generation,
         content_hash=policies.content_hash,

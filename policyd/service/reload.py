@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from policyd import lifecycle
 from policyd.compiler.profiles import compile_sources
 from policyd.compiler.profiles import texts_hash as content_hash
-from policyd.errors import Diagnostic, PolicydError, PolicyError, SourceSpan
+from policyd.errors import Diagnostic, PolicydError, PolicyError, unplaced
 from policyd.framework import CompiledPolicySet
 from policyd.policy.loader import POLICY_SUFFIXES, read_policy_files
 
@@ -352,5 +352,4 @@ class PolicyReloader:
 
 def _io_diagnostic(message: str) -> Diagnostic:
     """A diagnostic for a problem with no position (I/O, missing source)."""
-    file = message.split(":", 1)[0] if ":" in message else "<policies>"
-    return Diagnostic("error", message, SourceSpan(file), "io")
+    return unplaced(message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -72,7 +73,11 @@ def test_a_configured_profile_without_policy_is_an_error(
     (tmp_path / "a.policy").write_text(GOOD)
     cfg = write_config(tmp_path, [{"path": str(tmp_path / "a.policy")}], name="batch")
     assert main(["lint", "--config", cfg]) == 1
-    assert "no policy declares profile(s) batch" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{cfg}: error: no policy declares profile(s) batch" in out  # no line: the config as a whole
+    assert main(["lint", "--config", cfg, "--format", "json"]) == 1
+    (found,) = json.loads(capsys.readouterr().out)
+    assert (found["file"], found["line"], found["column"]) == (cfg, None, None)
 
 
 def test_configmap_without_manifest_or_kubeconfig_is_a_usage_error(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from policyd.backends.simulated import SimulatedCluster
+from policyd.errors import PolicyError
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.metrics import SchedulerMetrics
@@ -143,7 +144,7 @@ def test_rename_and_delete(harness: Harness) -> None:
     # deleting every policy file is an error: the last good set stays
     os.remove(harness.directory / "renamed.policy")
     empty = harness.reloader.reload_now()
-    assert not empty.ok and "no policy files" in empty.error_text
+    assert not empty.ok and empty.error_text.startswith("<policies>: error: no policy files in ")
     assert harness.schedule("p3") == "node-a"
 
 
@@ -174,8 +175,10 @@ def test_watchdog_picks_up_an_editor_save(harness: Harness) -> None:
 def test_configmap_source_reads_policy_keys_and_reports_missing_maps() -> None:
     source = ConfigMapSource(["policyd/policies"])
     assert not source.update("other", "cm", {"a.policy": "x"})
-    with pytest.raises(Exception, match="configmap policyd/policies: not found"):
+    with pytest.raises(PolicyError) as missing:
         source.read()
+    # no line and column: the problem is the whole source
+    assert str(missing.value) == "configmap policyd/policies: error: not found"
     assert source.update("policyd", "policies", {"zone.policy": ZONE_POLICY.format(zone="a"), "README": "x"})
     assert not source.update(
         "policyd", "policies", {"zone.policy": ZONE_POLICY.format(zone="a"), "README": "x"}
