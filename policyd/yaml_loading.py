@@ -17,10 +17,14 @@ it shares the lists, but every walk over it visits each use, and linting a 1 KB 
 levels took 30 s. As go-yaml (which the API server uses) refuses "excessive aliasing", a document
 whose values, counted through its aliases, exceed `MAX_EXPANDED` and ten times the nodes written is
 refused.
+
+JSON has the nesting problem too: `json_loads` makes a document nested past the decoder's recursion an
+invalid document like any other, and `nested_deeper` finds one nested past a limit.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, NoReturn
 
 import yaml
@@ -105,6 +109,15 @@ def _check_expansion(root: yaml.Node, written: int) -> None:
     total = size[id(root)]
     if total > max(MAX_EXPANDED, 10 * written):
         _refuse(f"excessive aliasing: the document's aliases make {total:,} values of it", root)
+
+
+def json_loads(text: str | bytes) -> Any:
+    """`json.loads`, whose every failure is a ValueError (`json.JSONDecodeError` with its position, or
+    `nested too deeply` for a document past the decoder's recursion, which recurses per level)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def nested_deeper(data: Any, limit: int) -> bool:

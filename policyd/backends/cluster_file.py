@@ -22,7 +22,7 @@ import yaml
 from policyd.backends import kube_fields, validation
 from policyd.errors import ClusterDataError
 from policyd.slips import did_you_mean, near_name
-from policyd.yaml_loading import MAX_NESTING, FastSafeLoader, nested_deeper
+from policyd.yaml_loading import MAX_NESTING, FastSafeLoader, json_loads, nested_deeper
 
 __all__ = ["ClusterObjects", "cluster_objects", "load_cluster", "load_cluster_text"]
 
@@ -161,11 +161,11 @@ def _documents(text: str, source: str, marking: bool = False) -> Iterator[_Locat
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            doc = json.loads(text)
+            doc = json_loads(text)
         except json.JSONDecodeError as e:
             raise ClusterDataError(f"{source}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-        except RecursionError:  # the decoder recurses per level
-            raise ClusterDataError(f"{source}: invalid JSON: nested too deeply") from None
+        except ValueError as e:
+            raise ClusterDataError(f"{source}: invalid JSON: {e}") from None
         if nested_deeper(doc, MAX_NESTING):  # as a YAML document (every later walk recurses per level)
             raise ClusterDataError(f"{source}: invalid JSON: nested more than {MAX_NESTING} levels deep")
         yield _Located(doc, source)

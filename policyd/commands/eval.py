@@ -40,6 +40,7 @@ from policyd.cel.types import (
 from policyd.cel.values import OPTIONAL_TYPE_NAME
 from policyd.errors import CelError, PolicydError
 from policyd.slips import did_you_mean
+from policyd.yaml_loading import json_loads
 
 _PRIMITIVES: dict[str, CelType] = {
     "bool": BOOL,
@@ -199,11 +200,9 @@ def _run_batch() -> int:
         if not line.strip():
             continue
         try:
-            request = json.loads(line)
+            request = json_loads(line)
         except ValueError as e:
             answer: dict[str, Any] = {"error": f"invalid JSON: {e}"}
-        except RecursionError:  # the decoder recurses per level
-            answer = {"error": "invalid JSON: nested too deeply"}
         else:
             answer = evaluate_request(request)
         sys.stdout.write(json.dumps(answer) + "\n")
@@ -225,12 +224,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"policyd eval: --var needs NAME=JSON, got {item!r}", file=sys.stderr)
             return 2
         try:
-            bindings[name] = json.loads(text)
+            bindings[name] = json_loads(text)
         except ValueError as e:
             print(f"policyd eval: invalid JSON for {name}: {e}", file=sys.stderr)
-            return 2
-        except RecursionError:  # the decoder recurses per level
-            print(f"policyd eval: invalid JSON for {name}: nested too deeply", file=sys.stderr)
             return 2
     try:
         env = standard_env({k: pj.infer_type(v) for k, v in bindings.items()})

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from policyd.playground import examples
 from policyd.playground.session import RequestError
 from policyd.playground.worker import Operation, WorkerBusy, WorkerFailed, Workers, WorkerTimeout
+from policyd.yaml_loading import json_loads
 
 log = logging.getLogger(__name__)
 
@@ -222,10 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         raw = self.rfile.read(length)
         try:
-            return json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            return json_loads(raw)
+        except ValueError as err:  # undecodable bytes, invalid or too deeply nested JSON
             self._error(HTTPStatus.BAD_REQUEST, f"the request body is not JSON: {err}")
-            return None
-        except RecursionError:  # the decoder recurses per level
-            self._error(HTTPStatus.BAD_REQUEST, "the request body is not JSON: nested too deeply")
             return None

@@ -115,6 +115,12 @@ def test_a_batch_line_nested_past_the_json_decoder_is_answered_and_the_batch_goe
     ]
 
 
+def test_a_var_nested_past_the_json_decoder_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    assert main(["eval", "--var", f"x={deep}", "size(x)"]) == 2
+    assert capsys.readouterr().err == "policyd eval: invalid JSON for x: nested too deeply\n"
+
+
 def test_a_binding_nested_past_the_value_decoder_is_named_as_the_problem() -> None:
     value: dict[str, object] = {"int64Value": "1"}
     for _ in range(2000):  # within the JSON decoder's recursion, past the value decoder's
