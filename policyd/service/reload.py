@@ -26,6 +26,7 @@ from policyd.policy.loader import POLICY_SUFFIXES, read_policy_files
 log = logging.getLogger(__name__)
 
 CONFIGMAP_SCHEME = "configmap://"
+POLICIES = "<policies>"  # the source named by a problem of the policy set as a whole
 
 
 class PolicySource(Protocol):
@@ -56,7 +57,7 @@ class FileSource:
         problems: list[str] = []
         texts = read_policy_files(self.paths, problems)
         if problems:
-            raise PolicyError([_io_diagnostic(p) for p in problems])
+            raise PolicyError([unplaced(p) for p in problems])
         return texts
 
     def watch(self, notify: Callable[[str], None]) -> None:
@@ -141,7 +142,7 @@ class ConfigMapSource:
                     if k.endswith(POLICY_SUFFIXES):
                         texts[f"{CONFIGMAP_SCHEME}{key}/{k}"] = text
         if missing:
-            raise PolicyError([_io_diagnostic(f"configmap {m}: not found") for m in missing])
+            raise PolicyError([unplaced("not found", source=f"configmap {m}") for m in missing])
         return texts
 
 
@@ -224,7 +225,7 @@ class PolicyReloader:
         """Load the first set; raises PolicyError when it does not compile (nothing to fall back on)."""
         outcome = self.reload_now()
         if not outcome.ok or self.current is None:
-            raise PolicyError(list(outcome.diagnostics) or [_io_diagnostic("no policy loaded")])
+            raise PolicyError(list(outcome.diagnostics) or [unplaced("no policy loaded", source=POLICIES)])
         return self.current
 
     def reload_now(self) -> ReloadOutcome:
@@ -239,13 +240,13 @@ class PolicyReloader:
                 if self.current is not None and digest == self.status.content_hash:
                     return ReloadOutcome(True, self.status.generation, digest, changed=False)
                 if not texts:
-                    raise PolicyError(_io_diagnostic("no policy files in " + self._describe()))
+                    raise PolicyError(unplaced("no policy files in " + self._describe(), source=POLICIES))
                 new = self.compile_fn(texts, generation)
                 self._check_profiles(new)
             except PolicyError as e:
                 return self._failed(generation, e.diagnostics)
             except PolicydError as e:
-                return self._failed(generation, [_io_diagnostic(str(e))])
+                return self._failed(generation, [unplaced(str(e), source=POLICIES)])
             self.current = new
             self.status.generation = generation
             self.status.content_hash = digest
@@ -264,9 +265,10 @@ class PolicyReloader:
         gone = sorted(set(self.current.profiles) - set(new.profiles))
         if gone:
             raise PolicyError(
-                _io_diagnostic(
+                unplaced(
                     f"the new policy set has no policy for profile(s) {', '.join(gone)}; "
-                    "that would leave them with no filters (set allowProfileRemoval to permit it)"
+                    "that would leave them with no filters (set allowProfileRemoval to permit it)",
+                    source=POLICIES,
                 )
             )
 
@@ -348,8 +350,3 @@ class PolicyReloader:
             first = self.status.last_error.splitlines()[0] if self.status.last_error else "error"
             return True, f"generation {self.status.generation} in force; last reload failed: {first}"
         return True, f"generation {self.status.generation} ({self.status.content_hash[:12]})"
-
-
-def _io_diagnostic(message: str) -> Diagnostic:
-    """A diagnostic for a problem with no position (I/O, missing source)."""
-    return unplaced(message)
