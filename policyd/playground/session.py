@@ -127,12 +127,15 @@ def lint(doc: Any) -> dict[str, Any]:
 
 
 def _cluster_problems(err: ClusterDataError, source: str) -> tuple[dict[str, object], ...]:
-    """The loader's `source:line[:column]: message` lines as diagnostics (others at line 1)."""
+    """The loader's `source:line[:column]: message` lines as diagnostics; a line without a place
+    (`source: message`, or any other) has no line and column, as `Diagnostic.to_json` gives them."""
     at = re.compile(rf"{re.escape(source)}:(\d+)(?::(\d+))?:? (.*)")
     out: list[dict[str, object]] = []
     for line in str(err).splitlines():
         m = at.fullmatch(line)
-        row, column, message = (int(m[1]), int(m[2] or 1), m[3]) if m else (1, 1, line)
+        row, column, message = (
+            (int(m[1]), int(m[2] or 1), m[3]) if m else (None, None, line.removeprefix(f"{source}: "))
+        )
         out.append({"file": source, "line": row, "column": column, "severity": "error", "message": message})
     return tuple(out)
 

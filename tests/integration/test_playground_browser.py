@@ -208,3 +208,21 @@ def test_a_score_that_failed_on_a_node_is_marked_in_the_heatmap(
         By.CSS_SELECTOR, "#heatmap tr[data-kind='score'] td.cell[data-verdict='score']"
     )
     assert all(c.text.lstrip("-").isdigit() for c in others if c not in cells)
+
+
+def test_a_cluster_problem_with_no_place_is_listed_without_one_and_marks_no_line(
+    playground: PlaygroundServer, driver: webdriver.Chrome
+) -> None:
+    driver.get(playground.url)
+    wait_for(driver, "ready", "true")
+    area = driver.find_element(By.CSS_SELECTOR, "#cluster-editor textarea")
+    deep = '{"a": ' * 70 + "1" + "}" * 70
+    driver.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'));", area, deep
+    )
+    driver.execute_script("document.body.dataset.run = ''")
+    driver.find_element(By.ID, "run").click()
+    assert wait_for(driver, "run", "done", "failed") == "failed"
+    listed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#cluster-diagnostics li.error")]
+    assert listed == ["cluster.yaml: error: invalid JSON: nested more than 64 levels deep"]
+    assert not driver.find_elements(By.CSS_SELECTOR, "#cluster-editor .line.error")

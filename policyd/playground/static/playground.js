@@ -168,13 +168,16 @@ async function post(path, body) {
 function showDiagnostics(listId, editor, fileName, diagnostics, okText) {
   const list = $(listId);
   list.replaceChildren();
-  const mine = diagnostics.filter((d) => d.file === fileName);
+  // a diagnostic without a line (null) is about the whole text: listed, not marked
+  const placed = (d) => d.line !== null && d.line !== undefined;
+  const mine = diagnostics.filter((d) => d.file === fileName && placed(d));
   editor.setDiagnostics(mine);
   for (const d of diagnostics) {
     const li = document.createElement("li");
     li.className = d.severity;
-    li.textContent = `${d.file}:${d.line}:${d.column}: ${d.severity}: ${d.message}`;
-    if (d.file === fileName) li.addEventListener("click", () => editor.reveal(d.line, d.column));
+    const where = placed(d) ? `:${d.line}:${d.column}` : "";
+    li.textContent = `${d.file}${where}: ${d.severity}: ${d.message}`;
+    if (d.file === fileName && placed(d)) li.addEventListener("click", () => editor.reveal(d.line, d.column));
     list.append(li);
   }
   if (!diagnostics.length && okText) {

@@ -172,6 +172,21 @@ def test_run_of_a_broken_cluster_names_its_line(served: PlaygroundServer) -> Non
     assert problem["file"] == "cluster.yaml" and problem["line"] >= 4 and "invalid YAML" in problem["message"]
 
 
+def test_a_cluster_problem_with_no_place_has_no_line(served: PlaygroundServer) -> None:
+    deep = '{"a": ' * 70 + "1" + "}" * 70  # JSON nested past what a cluster file may nest
+    status, doc = post(served, "/api/run", run_doc(cluster=deep))
+    assert status == 422 and "cannot be loaded" in doc["error"]
+    assert doc["diagnostics"] == [
+        {
+            "file": "cluster.yaml",
+            "line": None,
+            "column": None,
+            "severity": "error",
+            "message": "invalid JSON: nested more than 64 levels deep",
+        }
+    ]
+
+
 def test_run_refuses_an_unknown_pod_and_bad_fields(served: PlaygroundServer) -> None:
     status, doc = post(served, "/api/run", run_doc(pod="shop/nope"))
     assert status == 422 and "shop/nope" in doc["error"]
