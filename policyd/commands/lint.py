@@ -150,7 +150,7 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
     if not texts and not io_errors:
         result.io_errors.append("no policy files in the config's policy sources")
     problem = cfg.undeclared_profiles(result.profiles)
-    if problem and not result.has_errors:
+    if problem and not result.has_errors and not result.io_errors:  # not a consequence of another error
         result.diagnostics.append(unplaced(problem, "config", config_path))
     return result
 

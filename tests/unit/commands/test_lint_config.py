@@ -67,6 +67,16 @@ def test_set_level_errors_across_sources_are_found(
     assert "zone" in capsys.readouterr().out
 
 
+def test_a_missing_policy_path_is_the_one_error_not_also_the_profile_it_leaves_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path, [{"path": str(tmp_path / "nope.policy")}])
+    assert main(["lint", "--config", cfg]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"policyd lint: {tmp_path / 'nope.policy'}: no such file or directory\n"
+    assert captured.out == ""
+
+
 def test_a_configured_profile_without_policy_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
