@@ -93,6 +93,12 @@ class PolicyError(PolicydError):
         return [d for d in self.diagnostics if d.severity == "error"]
 
 
+def error_text(exc: BaseException) -> str:
+    """`exc` as a command prints it after its name: a PolicyError's diagnostics already say `error:`
+    (`file:line:col: error: ...`), anything else is prefixed with it."""
+    return str(exc) if isinstance(exc, PolicyError) else f"error: {exc}"
+
+
 class CelError(PolicydError):
     """A CEL expression failed to parse or type-check (positions relative to the expression)."""
 

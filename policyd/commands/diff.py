@@ -12,7 +12,7 @@ from policyd import shipped
 from policyd.backends.cluster_file import ClusterObjects, load_cluster
 from policyd.commands.simulate import Simulation, load_policies, served_pending, simulate_objects
 from policyd.commands.snapshot import add_live_arguments, read_live, wants_live
-from policyd.errors import PolicydError
+from policyd.errors import PolicydError, error_text
 from policyd.whatif.diff import Load, RunOutcome, compare, render_text
 
 
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         sim_a = simulate_objects(policies_a, objects, args.seed, explain=True)
         sim_b = simulate_objects(policies_b, objects, args.seed, explain=True)
     except (PolicydError, OSError) as exc:
-        print(f"policyd diff: error: {exc}", file=sys.stderr)
+        print(f"policyd diff: {error_text(exc)}", file=sys.stderr)
         return 1
     nodes = [str(n["metadata"]["name"]) for n in objects.nodes]
     result = compare(outcome(sim_a, nodes), outcome(sim_b, nodes), top=args.top)

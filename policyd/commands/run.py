@@ -23,7 +23,7 @@ from policyd.backends.kube.client import ApiError, KubeClient
 from policyd.backends.kube.events import WARNING, ObjectRef
 from policyd.backends.kube.informer import Informer, Resource
 from policyd.backends.kube.leader import LeaderElectionConfig, LeaderElector, default_identity
-from policyd.errors import PolicydError, PolicyError, unplaced
+from policyd.errors import PolicydError, PolicyError, error_text, unplaced
 from policyd.framework import CompiledPolicySet
 from policyd.scheduler.metrics import SchedulerMetrics
 from policyd.scheduler.queue import QueueConfig
@@ -550,7 +550,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = effective_config(args)
         runner = Runner(cfg)
     except PolicydError as err:
-        print(f"policyd run: error: {err}", file=sys.stderr)
+        print(f"policyd run: {error_text(err)}", file=sys.stderr)
         return EXIT_ERROR
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -573,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
             runner.shutdown()
             return EXIT_ERROR
         except PolicydError as err:
-            print(f"policyd run: error: {err}", file=sys.stderr)
+            print(f"policyd run: {error_text(err)}", file=sys.stderr)
             runner.shutdown()
             return EXIT_ERROR
         runner.wait()
