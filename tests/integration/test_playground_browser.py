@@ -80,12 +80,19 @@ def wait_for(driver: webdriver.Chrome, key: str, *values: str) -> str:
     return body_state(driver, key)
 
 
-def set_policy(driver: webdriver.Chrome, text: str) -> None:
-    """Replace the policy text as typing would (an `input` event: the page lints after a pause)."""
-    area = driver.find_element(By.CSS_SELECTOR, "#policy-editor textarea")
+def set_text(driver: webdriver.Chrome, text: str, editor: str = "policy-editor") -> None:
+    """Replace an editor's text as typing would (an `input` event: the policy is linted after a pause)."""
+    area = driver.find_element(By.CSS_SELECTOR, f"#{editor} textarea")
     driver.execute_script(
         "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'));", area, text
     )
+
+
+def run_once(driver: webdriver.Chrome) -> str:
+    """Click Run and wait for the run to end; `done` or `failed`."""
+    driver.execute_script("document.body.dataset.run = ''")
+    driver.find_element(By.ID, "run").click()
+    return wait_for(driver, "run", "done", "failed")
 
 
 def test_edit_lint_fix_run_heatmap_and_share(
@@ -106,7 +113,7 @@ def test_edit_lint_fix_run_heatmap_and_share(
     column = lines[broken_line].index("node.") + 1
     lines[broken_line] = lines[broken_line].replace("node.", "nodee.", 1)
     area.click()
-    set_policy(driver, "\n".join(lines))
+    set_text(driver, "\n".join(lines))
     assert wait_for(driver, "lint", "errors") == "errors"
     marked = driver.find_elements(By.CSS_SELECTOR, "#policy-editor .gutter .line.error")
     assert [m.get_attribute("data-line") for m in marked] == [str(broken_line + 1)]
@@ -123,15 +130,13 @@ def test_edit_lint_fix_run_heatmap_and_share(
     assert "the policy has errors" in driver.find_element(By.ID, "status").text
 
     # fix it: the marks go away
-    set_policy(driver, original)
+    set_text(driver, original)
     assert wait_for(driver, "lint", "clean") == "clean"
     assert not driver.find_elements(By.CSS_SELECTOR, "#policy-editor .gutter .line.error")
     assert not driver.find_elements(By.CSS_SELECTOR, "#policy-editor .backdrop mark")
 
     # run: the placements, and the heatmap of the pod simulate --explain shows (first unschedulable)
-    driver.execute_script("document.body.dataset.run = ''")
-    driver.find_element(By.ID, "run").click()
-    assert wait_for(driver, "run", "done", "failed") == "done"
+    assert run_once(driver) == "done"
     rows = driver.find_elements(By.CSS_SELECTOR, "#placements tbody tr")
     placed = {r.get_attribute("data-pod"): r.find_elements(By.TAG_NAME, "td")[1].text for r in rows}
     assert placed["shop/web-7c9f8d6b5-fghij"] == "node-b1"
@@ -190,11 +195,9 @@ def test_a_score_that_failed_on_a_node_is_marked_in_the_heatmap(
     wait_for(driver, "ready", "true")
     area = driver.find_element(By.CSS_SELECTOR, "#policy-editor textarea")
     missing = 'policy default {\n  score Missing { expr = node.free["example.com/none"] }'
-    set_policy(driver, str(area.get_attribute("value")).replace("policy default {", missing, 1))
+    set_text(driver, str(area.get_attribute("value")).replace("policy default {", missing, 1))
     assert wait_for(driver, "lint", "clean", "errors") == "clean"
-    driver.execute_script("document.body.dataset.run = ''")
-    driver.find_element(By.ID, "run").click()
-    assert wait_for(driver, "run", "done", "failed") == "done"
+    assert run_once(driver) == "done"
     driver.execute_script("document.body.dataset.run = ''")
     driver.find_element(By.CSS_SELECTOR, "#placements tbody tr[data-pod='shop/web-7c9f8d6b5-fghij']").click()
     assert wait_for(driver, "run", "done", "failed") == "done"
@@ -215,14 +218,8 @@ def test_a_cluster_problem_with_no_place_is_listed_without_one_and_marks_no_line
 ) -> None:
     driver.get(playground.url)
     wait_for(driver, "ready", "true")
-    area = driver.find_element(By.CSS_SELECTOR, "#cluster-editor textarea")
-    deep = '{"a": ' * 70 + "1" + "}" * 70
-    driver.execute_script(
-        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'));", area, deep
-    )
-    driver.execute_script("document.body.dataset.run = ''")
-    driver.find_element(By.ID, "run").click()
-    assert wait_for(driver, "run", "done", "failed") == "failed"
+    set_text(driver, '{"a": ' * 70 + "1" + "}" * 70, editor="cluster-editor")
+    assert run_once(driver) == "failed"
     listed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#cluster-diagnostics li.error")]
     assert listed == ["cluster.yaml: error: invalid JSON: nested more than 64 levels deep"]
     assert not driver.find_elements(By.CSS_SELECTOR, "#cluster-editor .line.error")
