@@ -120,6 +120,12 @@ class LocalControlPlane:
         return self.workdir / "kubeconfig"
 
     @property
+    def pids(self) -> dict[str, int]:
+        """The process ids of the running `kube-apiserver` and `etcd`, by binary name."""
+        running = (("kube-apiserver", self._apiserver), ("etcd", self._etcd))
+        return {name: proc.pid for name, proc in running if proc is not None and proc.poll() is None}
+
+    @property
     def etcd_url(self) -> str:
         """The http URL of etcd's client endpoint."""
         return f"http://127.0.0.1:{self.etcd_port}"

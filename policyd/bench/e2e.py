@@ -30,8 +30,9 @@ between a scrape before and after the measured pods): kube-scheduler 1.20's
 `scheduler_e2e_scheduling_duration_seconds` (from the start of an attempt to the bind's end; 1.23+ call
 it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
 `scheduler_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
-alone likewise; peak RSS is the scheduler process's VmHWM; the creation rate of the measured pods
-(with the scheduler stopped). With `rounds` > 1 every workload runs with
+alone likewise; peak RSS is the scheduler process's VmHWM; the CPU seconds (user + system, from
+/proc) the scheduler, kube-apiserver and etcd each used from the release until the last measured pod
+was seen bound; the creation rate of the measured pods (with the scheduler stopped). With `rounds` > 1 every workload runs with
 every scheduler once per round, the schedulers' order alternating (`round_order`); the report takes
 medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
 once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w SchedulingBasic/500
@@ -58,6 +59,7 @@ from policyd.bench.e2e_schedulers import (
     BenchError,
     Profiler,
     SchedulerProcess,
+    cpu_seconds_of,
     make_scheduler,
     pod_scheduler_name,
 )
@@ -320,6 +322,8 @@ class _Measurement:
     events_by_last_bind: float = math.nan  # and since then, read once the last measured bind was seen
     deleted_by_last_bind: float = math.nan  # pods seen deleted from the release to the last measured bind
     deleted_after_first_bind: float = math.nan  # of them, those seen deleted after the first measured bind
+    cpu_at_release: dict[str, float] = field(default_factory=dict)  # CPU seconds used so far, by process
+    cpu_by_last_bind: dict[str, float] = field(default_factory=dict)  # and used from the release on
 
 
 class WorkloadRun:
@@ -351,6 +355,7 @@ class WorkloadRun:
         self.measured = _Measurement()
         self.peak_rss_mib = 0.0
         self._node_index = 0
+        self._control_plane: dict[str, int] = {}  # kube-apiserver's and etcd's process ids
 
     def say(self, text: str) -> None:
         """Progress, prefixed with the workload and the scheduler."""
@@ -373,6 +378,7 @@ class WorkloadRun:
                 policies=self.policies,
             )
             tracker = PodTracker(client)
+            self._control_plane = plane.pids
             profiler: list[Profiler] = []
             try:
                 self._run_ops(client, sched, tracker, profiler)
@@ -443,6 +449,7 @@ class WorkloadRun:
             seconds = time.monotonic() - t0
             if m.events_before is None:
                 m.events_before = event_writes(client.text("/metrics"))
+            m.cpu_at_release = self._cpu_seconds(sched)
             m.released = time.monotonic()
         self.created += keys
         m.pods += keys
@@ -457,6 +464,8 @@ class WorkloadRun:
             # a measured pod parked as unschedulable may still be bound (a preemptor, once its victims
             # are gone): wait for the binds, as long as they keep coming
             tracker.wait_bound(m.pods, BIND_STALL_SECONDS, sched.check_alive)
+            cpu = self._cpu_seconds(sched)
+            m.cpu_by_last_bind = {name: cpu[name] - used for name, used in m.cpu_at_release.items()}
             m.scheduled, first, last = tracker.bound_span(m.pods)
             if m.events_before is not None:
                 m.events_by_last_bind = event_writes(client.text("/metrics")) - m.events_before
@@ -474,6 +483,12 @@ class WorkloadRun:
                 )
         bound, _ = tracker.last_bound(self.created)
         self.say(f"barrier: {bound}/{len(self.created)} bound")
+
+    def _cpu_seconds(self, sched: SchedulerProcess) -> dict[str, float]:
+        """The CPU seconds the scheduler, kube-apiserver and etcd have used so far (nan: unknown)."""
+        used = {name: cpu_seconds_of(pid) for name, pid in self._control_plane.items()}
+        used["scheduler"] = sched.cpu_seconds()
+        return used
 
     def _settled_metrics(self, sched: SchedulerProcess, before: str | None, scheduled: int) -> str:
         """A /metrics scrape once the attempts of the bound pods are counted (waits at most 5 s)."""
@@ -524,10 +539,17 @@ class WorkloadRun:
             events_by_last_bind=m.events_by_last_bind,
             deleted_by_last_bind=m.deleted_by_last_bind,
             deleted_after_first_bind=m.deleted_after_first_bind,
+            scheduler_cpu_seconds=_cpu(m.cpu_by_last_bind, "scheduler"),
+            apiserver_cpu_seconds=_cpu(m.cpu_by_last_bind, "kube-apiserver"),
+            etcd_cpu_seconds=_cpu(m.cpu_by_last_bind, "etcd"),
             setup_seconds=round(setup_seconds, 1),
             round=round_number,
             machine=machine(),
         )
+
+
+def _cpu(used: dict[str, float], name: str) -> float:
+    return round(used[name], 2) if name in used and not math.isnan(used[name]) else math.nan
 
 
 def find_e2e_assets(schedulers: Sequence[str]) -> Path:

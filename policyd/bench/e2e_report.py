@@ -171,6 +171,11 @@ class E2EResult:
     # while the scheduler bound (nan: not read)
     deleted_by_last_bind: float = math.nan
     deleted_after_first_bind: float = math.nan
+    # CPU seconds (user + system) each process used from the release until the last measured pod was
+    # seen bound: the scheduler, and the API server and etcd it made work (nan: not read)
+    scheduler_cpu_seconds: float = math.nan
+    apiserver_cpu_seconds: float = math.nan
+    etcd_cpu_seconds: float = math.nan
     machine: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -199,6 +204,9 @@ MEDIAN_FIELDS = (
     "events_by_last_bind",
     "deleted_by_last_bind",
     "deleted_after_first_bind",
+    "scheduler_cpu_seconds",
+    "apiserver_cpu_seconds",
+    "etcd_cpu_seconds",
 )
 
 
@@ -227,6 +235,9 @@ class E2EMedian:
     events_by_last_bind: float
     deleted_by_last_bind: float
     deleted_after_first_bind: float
+    scheduler_cpu_seconds: float
+    apiserver_cpu_seconds: float
+    etcd_cpu_seconds: float
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (one entry of the result file's `medians`)."""
@@ -311,8 +322,8 @@ MARKDOWN_HEADER = (
     "| workload | scheduler | nodes | measured pods | rounds | pods/s | ratio | paired ratio | "
     "pods/s from release | first bind s | attempt p50 ms | attempt p90 ms | attempt p99 ms | "
     "algorithm p50 ms | peak RSS MiB | pods created/s | Events by last bind | pods deleted by last bind | "
-    "of them after first bind |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "of them after first bind | scheduler CPU s | kube-apiserver CPU s | etcd CPU s |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 )
 
 
@@ -331,12 +342,18 @@ def markdown_row(m: E2EMedian, ratio: float | None = None, paired: float | None 
         f"{m.first_bind_seconds:.2f} | {_ms(m.attempt_p50_ms)} | {_ms(m.attempt_p90_ms)} | "
         f"{_ms(m.attempt_p99_ms)} | {_ms(m.algorithm_p50_ms)} | {m.peak_rss_mib:.0f} | "
         f"{m.create_pods_per_second:.1f} | {_count(m.events_by_last_bind)} | "
-        f"{_count(m.deleted_by_last_bind)} | {_count(m.deleted_after_first_bind)} |\n"
+        f"{_count(m.deleted_by_last_bind)} | {_count(m.deleted_after_first_bind)} | "
+        f"{_seconds(m.scheduler_cpu_seconds)} | {_seconds(m.apiserver_cpu_seconds)} | "
+        f"{_seconds(m.etcd_cpu_seconds)} |\n"
     )
 
 
 def _count(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.0f}"
+
+
+def _seconds(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}"
 
 
 def markdown_table(results: Sequence[E2EResult]) -> str:
@@ -357,7 +374,9 @@ def markdown_table(results: Sequence[E2EResult]) -> str:
         "Events by last bind: Event writes the API server accepted between the release and the last "
         "measured bind (apiserver_request_total); pods deleted by last bind: pods seen deleted on a "
         "watch between the release and the last measured bind (preemption victims), and of them after "
-        "first bind: those the API server finished deleting while the measured pods were being bound.\n\n"
+        "first bind: those the API server finished deleting while the measured pods were being bound; "
+        "CPU s: the CPU time (user + system) each process used between the release and the last "
+        "measured bind.\n\n"
     )
     return intro + MARKDOWN_HEADER + "".join(rows)
 
@@ -371,7 +390,8 @@ def run_line(r: E2EResult) -> str:
         f"{_ms(r.attempt_p90_ms)}/{_ms(r.attempt_p99_ms)} ms, peak RSS {r.peak_rss_mib:.0f} MiB, "
         f"{_count(r.events_by_last_bind)} Events written by the last bind, "
         f"{_count(r.deleted_by_last_bind)} pods deleted by then ({_count(r.deleted_after_first_bind)} "
-        "after the first bind)"
+        f"after the first bind), CPU s scheduler/kube-apiserver/etcd {_seconds(r.scheduler_cpu_seconds)}/"
+        f"{_seconds(r.apiserver_cpu_seconds)}/{_seconds(r.etcd_cpu_seconds)}"
     )
 
 

@@ -16,6 +16,7 @@ by the client's reflector (kube-scheduler) or informer (policyd) as after any dr
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -161,6 +162,10 @@ class SchedulerProcess:
         """VmHWM of the process (MiB; 0 when unknown)."""
         return peak_rss_of(self.proc.pid) if self.proc is not None else 0.0
 
+    def cpu_seconds(self) -> float:
+        """CPU time the process has used so far (seconds; nan when unknown)."""
+        return cpu_seconds_of(self.proc.pid) if self.proc is not None else math.nan
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s."""
         proc, self.proc = self.proc, None
@@ -242,6 +247,19 @@ def peak_rss_of(pid: int) -> float:
     except (OSError, ValueError, IndexError):
         pass
     return 0.0
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """CPU time (user + system, in seconds) process `pid` has used so far, from /proc; nan when unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            text = f.read()
+        # the fields after the command (in parentheses, which may hold spaces): utime and stime are
+        # the 14th and 15th of the whole line
+        fields = text[text.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return math.nan
 
 
 def _get(url: str) -> str | None:

@@ -34,6 +34,10 @@ def test_tiny_workload_with_both_schedulers(tmp_path: Path, envtest_assets: Path
         # and its updates would explain (30 Scheduled Events at most, each created once)
         assert 0 <= r.events_by_last_bind <= 30, r.events_by_last_bind
         assert (r.deleted_by_last_bind, r.deleted_after_first_bind) == (0, 0)  # nothing preempted
+        # read from /proc for the three processes: binding 30 pods takes the scheduler and the API
+        # server some CPU time (counted in 10 ms ticks), etcd's share may round to nothing
+        assert r.scheduler_cpu_seconds > 0 and r.apiserver_cpu_seconds > 0, r
+        assert r.etcd_cpu_seconds >= 0, r
     assert results[0].attempt_metric == "scheduler_e2e_scheduling_duration_seconds"
     assert results[1].attempt_metric == "scheduler_scheduling_attempt_duration_seconds"
     json_path, md_path = e2e_report.write_results(results, str(tmp_path))

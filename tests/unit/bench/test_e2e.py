@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from unittest import mock
@@ -192,6 +193,9 @@ def test_ratios_and_table() -> None:
     results[1].events_by_last_bind = 640.0  # the others were not read (nan)
     results[1].deleted_by_last_bind = 1500.0
     results[1].deleted_after_first_bind = 912.0
+    results[1].scheduler_cpu_seconds = 1.234
+    results[1].apiserver_cpu_seconds = 5.5
+    results[1].etcd_cpu_seconds = 2.0
     assert report.ratios(report.medians(results)) == {"SchedulingBasic/5000Nodes": 1.1}
     lines = report.markdown_table(results).splitlines()
     assert lines[0].startswith("Medians over rounds; each scheduler's client: QPS 50, burst 100; ")
@@ -203,10 +207,12 @@ def test_ratios_and_table() -> None:
     assert len(table) == 2 + 3
     assert table[2] == (
         "| SchedulingBasic/5000Nodes | kube-scheduler | 5000 | 1000 | 1 | 50.0 |  |  | 25.0 | 0.50 | 12.3 "
-        "| 20.0 | - | 1.0 | 123 | 60.0 | - | - | - |"
+        "| 20.0 | - | 1.0 | 123 | 60.0 | - | - | - | - | - | - |"
     )
-    assert "| 55.0 | 1.10x | 1.10x | 27.5 |" in table[3] and table[3].endswith("| 60.0 | 640 | 1500 | 912 |")
+    assert "| 55.0 | 1.10x | 1.10x | 27.5 |" in table[3]
+    assert table[3].endswith("| 60.0 | 640 | 1500 | 912 | 1.23 | 5.50 | 2.00 |")
     assert "| pods deleted by last bind | of them after first bind |" in table[0]
+    assert table[0].endswith("| scheduler CPU s | kube-apiserver CPU s | etcd CPU s |")
     assert "Events by last bind" in table[0] and "paired ratio" in table[0]
     assert "| 20.0 |  |  | 10.0 |" in table[4]
 
@@ -388,6 +394,34 @@ def test_paused_stops_the_process_and_continues_it_also_on_errors(tmp_path: Path
         sched.stop()
     with pytest.raises(procs.BenchError, match="not running"), sched.paused():
         pass
+
+
+def test_cpu_seconds_count_user_and_system_time_past_a_name_with_parentheses(tmp_path: Path) -> None:
+    # the child names itself "a) (b" ("(a) (b)" in /proc/PID/stat, before the fields) and spends its
+    # 0.4 s of CPU mostly in the kernel (copying zeros), then sleeps
+    spin = (
+        "import os, time\n"
+        "open('/proc/self/comm', 'w').write('a) (b')\n"
+        "zero = os.open('/dev/zero', os.O_RDONLY)\n"
+        "while time.process_time() < 0.4:\n"
+        "    os.read(zero, 1 << 20)\n"
+        "time.sleep(30)"
+    )
+    sched = procs.SchedulerProcess("spinner", [sys.executable, "-c", spin], 0, tmp_path / "s.log", "/healthz")
+    sched.start()
+    try:
+        assert sched.proc is not None
+        for _ in range(2000):  # until it spun most of its 0.4 s (/proc counts in clock ticks; at most 10 s)
+            if sched.cpu_seconds() >= 0.35:
+                break
+            time.sleep(0.005)
+        assert "(a) (b)" in Path(f"/proc/{sched.proc.pid}/stat").read_text()
+        used = sched.cpu_seconds()
+        assert 0.35 <= used < 1.5, used  # then it sleeps, which uses none
+    finally:
+        sched.stop()
+    assert math.isnan(sched.cpu_seconds())  # no process
+    assert math.isnan(procs.cpu_seconds_of(0))  # no such process in /proc
 
 
 def _reaches(sched: procs.SchedulerProcess, states: str) -> bool:
