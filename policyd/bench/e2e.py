@@ -32,9 +32,9 @@ it `scheduler_scheduling_attempt_duration_seconds`) and policyd's
 `scheduler_scheduling_attempt_duration_seconds` (the same span); p50/p99 of the scheduling algorithm
 alone likewise; peak RSS is the scheduler process's VmHWM; the CPU seconds (user + system, from
 /proc) the scheduler, kube-apiserver and etcd each used from the release until the last measured pod
-was seen bound; the creation rate of the measured pods (with the scheduler stopped). With `rounds` > 1 every workload runs with
-every scheduler once per round, the schedulers' order alternating (`round_order`); the report takes
-medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
+was seen bound; the creation rate of the measured pods (with the scheduler stopped). With `rounds` > 1
+every workload runs with every scheduler once per round, the schedulers' order alternating
+(`round_order`); the report takes medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
 once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w SchedulingBasic/500
 --scale 0.2 --qps 1000 --burst 1000 --rounds 3`.
 """
