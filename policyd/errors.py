@@ -65,13 +65,29 @@ class Diagnostic:
         }
 
 
-def unplaced(message: str, code: str = "io", source: str | None = None) -> Diagnostic:
-    """An error with no line or column (a file that cannot be read, a ConfigMap that is missing) of
-    `source`; without one, `message` is `SOURCE: problem` (or the problem, of `<policies>`)."""
-    if source is None:
-        head, sep, rest = message.partition(": ")
-        source, message = (head, rest) if sep and head and rest else ("<policies>", message)
+POLICIES = "<policies>"  # the source named by a problem of the policy set as a whole
+
+
+def unplaced(message: str, code: str = "io", source: str = POLICIES) -> Diagnostic:
+    """An error of `source` with no line or column in it (a file that cannot be read, a ConfigMap
+    that is missing, a configured profile no policy declares)."""
     return Diagnostic("error", message, SourceSpan(source, 0, 0), code)
+
+
+@dataclass(frozen=True)
+class IOProblem:
+    """A source that could not be read (a path, a ConfigMap) and what went wrong; printed
+    `source: problem`."""
+
+    source: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.problem}"
+
+    def diagnostic(self) -> Diagnostic:
+        """The problem as an unplaced error of its source."""
+        return unplaced(self.problem, "io", self.source)
 
 
 class PolicydError(Exception):

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from policyd import yaml_loading
-from policyd.errors import PolicydError, unplaced
+from policyd.errors import IOProblem, PolicydError, PolicyError, unplaced
 from policyd.policy.documents import SUITE_KIND, check_document, kinds_of
 from policyd.policy.loader import LoadResult, load_policies, load_texts, read_policy_files
 from policyd.service import config as configuration
@@ -90,7 +90,7 @@ def load_paths(paths: list[str]) -> LoadResult:
                 found += object_diagnostics(path, text)
             result.diagnostics.extend(found)
         except (OSError, UnicodeDecodeError) as e:
-            result.io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
+            result.io_errors.append(IOProblem(path, str(e.strerror if isinstance(e, OSError) else e)))
             continue
         result.files.append(path)
     return result
@@ -126,7 +126,7 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
     wanted = [s.config_map for s in cfg.config_map_sources()]
     manifests = _manifest_args(configmap_files, wanted)
 
-    io_errors: list[str] = []
+    io_errors: list[IOProblem] = []
     texts = read_policy_files(paths, io_errors)
 
     maps = ConfigMapSource(wanted)
@@ -142,13 +142,13 @@ def load_config_set(config_path: str, configmap_files: list[str], kubeconfig: st
             )
     try:
         texts.update(maps.read())
-    except PolicydError as err:
-        io_errors.append(str(err))
+    except PolicyError as err:  # a ConfigMap the config reads is missing
+        io_errors.extend(IOProblem(d.span.file, d.message) for d in err.diagnostics)
 
     result = load_texts(texts, cfg.scopes(texts))
     result.io_errors[:0] = io_errors
     if not texts and not io_errors:
-        result.io_errors.append("no policy files in the config's policy sources")
+        result.io_errors.append(IOProblem(config_path, "no policy files in its policy sources"))
     problem = cfg.undeclared_profiles(result.profiles)
     if problem and not result.has_errors and not result.io_errors:  # not a consequence of another error
         result.diagnostics.append(unplaced(problem, "config", config_path))

@@ -24,7 +24,7 @@ from policyd.compiler.codegen import (
     rule_recorder,
     rule_ref,
 )
-from policyd.errors import PolicyError, unplaced
+from policyd.errors import PolicyError
 from policyd.evaluation.code import LAST, RuleLayout, descending
 from policyd.evaluation.coverage import CoverageCollector, RuleKind
 from policyd.evaluation.generated import GeneratedEvaluator
@@ -364,7 +364,7 @@ def compile_paths(
 ) -> pl.CompiledPolicySet:
     """Load, check and compile policies; raises PolicyError with every diagnostic on any error."""
     result = load_policies(paths)
-    problems = [unplaced(message) for message in result.io_errors]
+    problems = [p.diagnostic() for p in result.io_errors]
     if problems or result.has_errors:
         raise PolicyError(problems + result.diagnostics)
     return compile_effective(result.profiles, result.checked, generation=generation, coverage=coverage)

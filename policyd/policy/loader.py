@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policyd import shipped
-from policyd.errors import Diagnostic
+from policyd.errors import Diagnostic, IOProblem
 from policyd.policy import syntax as ir
 from policyd.policy.checked import CheckedPolicy
 from policyd.policy.checker import PolicyChecker
@@ -34,7 +34,7 @@ class LoadResult:
     # the checked policies (in path order): what the compiler consumes
     checked: list[CheckedPolicy] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    io_errors: list[str] = field(default_factory=list)
+    io_errors: list[IOProblem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     # the effective policy of each profile (`policyd.policy.composition`)
     profiles: dict[str, EffectivePolicy] = field(default_factory=dict)
@@ -55,7 +55,9 @@ class LoadResult:
         return bool(self.errors)
 
 
-def policy_files(paths: Sequence[str], io_errors: list[str], others: list[str] | None = None) -> list[str]:
+def policy_files(
+    paths: Sequence[str], io_errors: list[IOProblem], others: list[str] | None = None
+) -> list[str]:
     """Policy files named by `paths` (directories searched recursively, sorted).
 
     YAML files of other kinds (test suites, configurations, misspelled kinds) found in a directory
@@ -80,7 +82,7 @@ def policy_files(paths: Sequence[str], io_errors: list[str], others: list[str] |
             else:
                 out.append(path)
         else:
-            io_errors.append(f"{path}: no such file or directory")
+            io_errors.append(IOProblem(path, "no such file or directory"))
     return out
 
 
@@ -112,7 +114,7 @@ def parse_file(path: str, text: str) -> ParseResult:
 
 
 def read_policy_files(
-    paths: Sequence[str], io_errors: list[str], others: list[str] | None = None
+    paths: Sequence[str], io_errors: list[IOProblem], others: list[str] | None = None
 ) -> dict[str, str]:
     """The text of every policy file under `paths`, by path; problems are appended to `io_errors`.
 
@@ -126,13 +128,13 @@ def read_policy_files(
         except FileNotFoundError:
             continue  # deleted between listing and reading (an editor's save): gone is gone
         except (OSError, UnicodeDecodeError) as e:
-            io_errors.append(f"{path}: {e.strerror if isinstance(e, OSError) else e}")
+            io_errors.append(IOProblem(path, str(e.strerror if isinstance(e, OSError) else e)))
     return texts
 
 
 def load_policies(paths: Sequence[str], others: list[str] | None = None) -> LoadResult:
     """Read, parse and check every policy under `paths` (`others`: as for `policy_files`)."""
-    io_errors: list[str] = []
+    io_errors: list[IOProblem] = []
     result = load_texts(read_policy_files(paths, io_errors, others))
     result.io_errors[:0] = io_errors
     return result

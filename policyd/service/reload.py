@@ -19,14 +19,13 @@ from typing import Any, Protocol
 from policyd import lifecycle
 from policyd.compiler.profiles import compile_sources
 from policyd.compiler.profiles import texts_hash as content_hash
-from policyd.errors import Diagnostic, PolicydError, PolicyError, unplaced
+from policyd.errors import Diagnostic, IOProblem, PolicydError, PolicyError, unplaced
 from policyd.framework import CompiledPolicySet
 from policyd.policy.loader import POLICY_SUFFIXES, read_policy_files
 
 log = logging.getLogger(__name__)
 
 CONFIGMAP_SCHEME = "configmap://"
-POLICIES = "<policies>"  # the source named by a problem of the policy set as a whole
 
 
 class PolicySource(Protocol):
@@ -54,10 +53,10 @@ class FileSource:
 
     def read(self) -> dict[str, str]:
         """Every policy file under the paths; a missing path or unreadable file is an error."""
-        problems: list[str] = []
+        problems: list[IOProblem] = []
         texts = read_policy_files(self.paths, problems)
         if problems:
-            raise PolicyError([unplaced(p) for p in problems])
+            raise PolicyError([p.diagnostic() for p in problems])
         return texts
 
     def watch(self, notify: Callable[[str], None]) -> None:
@@ -225,7 +224,7 @@ class PolicyReloader:
         """Load the first set; raises PolicyError when it does not compile (nothing to fall back on)."""
         outcome = self.reload_now()
         if not outcome.ok or self.current is None:
-            raise PolicyError(list(outcome.diagnostics) or [unplaced("no policy loaded", source=POLICIES)])
+            raise PolicyError(list(outcome.diagnostics) or [unplaced("no policy loaded")])
         return self.current
 
     def reload_now(self) -> ReloadOutcome:
@@ -240,13 +239,13 @@ class PolicyReloader:
                 if self.current is not None and digest == self.status.content_hash:
                     return ReloadOutcome(True, self.status.generation, digest, changed=False)
                 if not texts:
-                    raise PolicyError(unplaced("no policy files in " + self._describe(), source=POLICIES))
+                    raise PolicyError(unplaced("no policy files in " + self._describe()))
                 new = self.compile_fn(texts, generation)
                 self._check_profiles(new)
             except PolicyError as e:
                 return self._failed(generation, e.diagnostics)
             except PolicydError as e:
-                return self._failed(generation, [unplaced(str(e), source=POLICIES)])
+                return self._failed(generation, [unplaced(str(e))])
             self.current = new
             self.status.generation = generation
             self.status.content_hash = digest
@@ -267,8 +266,7 @@ class PolicyReloader:
             raise PolicyError(
                 unplaced(
                     f"the new policy set has no policy for profile(s) {', '.join(gone)}; "
-                    "that would leave them with no filters (set allowProfileRemoval to permit it)",
-                    source=POLICIES,
+                    "that would leave them with no filters (set allowProfileRemoval to permit it)"
                 )
             )
 

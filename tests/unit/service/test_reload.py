@@ -193,3 +193,12 @@ def test_configmap_source_reads_policy_keys_and_reports_missing_maps() -> None:
     bad = reloader.reload_now()
     assert not bad.ok and "configmap://policyd/policies/zone.policy:1:" in bad.error_text
     assert len(swapped) == 1
+
+
+def test_a_missing_policy_path_is_named_whole_even_when_it_holds_a_colon(tmp_path: Path) -> None:
+    missing = tmp_path / "team: a" / "gone.policy"
+    with pytest.raises(PolicyError) as caught:
+        FileSource([str(missing)]).read()
+    [problem] = caught.value.diagnostics
+    assert (problem.span.file, problem.message) == (str(missing), "no such file or directory")
+    assert str(caught.value) == f"{missing}: error: no such file or directory"
