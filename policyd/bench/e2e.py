@@ -34,9 +34,9 @@ alone likewise; peak RSS is the scheduler process's VmHWM; the CPU seconds (user
 /proc) the scheduler, kube-apiserver and etcd each used from the release until the last measured pod
 was seen bound; the creation rate of the measured pods (with the scheduler stopped). With `rounds` > 1
 every workload runs with every scheduler once per round, the schedulers' order alternating
-(`round_order`); the report takes medians over rounds (`e2e_report.medians`). `profile_dir` attaches py-spy to each scheduler process
-once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode e2e -w SchedulingBasic/500
---scale 0.2 --qps 1000 --burst 1000 --rounds 3`.
+(`round_order`); the report takes medians over rounds (`e2e_report.medians`). `profile_dir` attaches
+py-spy to each scheduler process once it is ready (`e2e_schedulers.Profiler`). `policyd bench --mode
+e2e -w SchedulingBasic/500 --scale 0.2 --qps 1000 --burst 1000 --rounds 3`.
 """
 
 from __future__ import annotations
