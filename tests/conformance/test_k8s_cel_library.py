@@ -45,17 +45,9 @@ from .k8s_cel_library.cases import CASES, Case, Expect, Schema
 
 PASS, ERRTEXT, FAIL = "PASS", "ERRTEXT", "FAIL"
 
-_MUL_DIV = (
-    "`mul`/`div`/`divInt` are only in some unreleased development versions of Kubernetes' quantity "
-    "library; policyd does not declare them"
-)
 # case id -> why policyd deliberately does not give Kubernetes' answer. Each listed case must still
 # deviate: one that starts matching Kubernetes fails its test until it is removed from this list.
 KNOWN_DEVIATIONS: dict[str, str] = {
-    "quantity_test.go[mul/div variant]::multiply": _MUL_DIV,
-    "quantity_test.go[mul/div variant]::divide_float_result": _MUL_DIV,
-    "quantity_test.go[mul/div variant]::divide_scaled": _MUL_DIV,
-    "quantity_test.go[mul/div variant]::integer_division": _MUL_DIV,
     "validation_test.go[ext strings/format]::valid: '%e'.format([3.14]) == '3.140000 × 10⁰⁰'": (
         "Kubernetes' test reflects cel-go's older locale-based formatter; cel-spec's conformance suite "
         "(string_ext, vendored and run by this repo) requires `2.718280e+00`, which policyd follows"
@@ -291,7 +283,7 @@ def test_case(case_id: str, case: Case) -> None:
 
 def test_scope() -> None:
     """The case ids are unique, every known deviation is an in-scope case, and only OUT_OF_SCOPE skips."""
-    assert len(CASES) == 678
+    assert len(CASES) == 686
     assert len(set(IDS)) == len(IDS)
     by_id = dict(zip(IDS, CASES, strict=True))
     assert [i for i in KNOWN_DEVIATIONS if i not in by_id or by_id[i]["expect"][0] == "skip"] == []

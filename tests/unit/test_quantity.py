@@ -298,3 +298,60 @@ def test_cel_add_and_sub_keep_apimachinery_s_scale() -> None:
     # leaving int64 moves it to inf.Dec, never back
     assert ev("quantity('9e18').add(quantity('9e18')).isInteger()") is False
     assert ev("quantity('1.5Gi').sub(quantity('0.5Gi')).isInteger()") is False
+
+
+def test_cel_mul_keeps_the_scale_while_the_mantissa_fits_int64() -> None:
+    assert ev("quantity('1k').mul(3).asInteger()") == 3000
+    assert ev("quantity('1500m').mul(2).isInteger()") is False  # 3000 x 10^-3: milli scale kept
+    assert ev("quantity('1500m').mul(2) == quantity('3')") is True
+    assert ev("quantity('9e18').mul(2).isInteger()") is False  # left int64: inf.Dec, exact
+    assert ev("quantity('9e18').mul(2) == quantity('18e18')") is True
+    assert ev("quantity('-2Gi').mul(-1) == quantity('2Gi')") is True
+
+
+@pytest.mark.parametrize(
+    ("expr", "value"),
+    [
+        ("quantity('7').div(2)", Fraction(7, 2)),
+        ("quantity('10').div(3)", Fraction(33333, 10000)),  # 4 places by default
+        ("quantity('-10').div(3)", Fraction(-33333, 10000)),  # toward zero, not down
+        ("quantity('10').div(3, 0)", Fraction(3)),
+        ("quantity('2').div(3, 10)", Fraction(6666666666, 10**10)),
+        ("quantity('-7').divInt(2)", Fraction(-3)),
+        ("quantity('7').divInt(-2)", Fraction(-3)),
+        ("quantity('7.9').divInt(1)", Fraction(7)),
+        ("quantity('3').div(2)", Fraction(3, 2)),  # a last digit of zero keeps its fraction
+    ],
+)
+def test_cel_div_cuts_toward_zero_at_its_digits(expr: str, value: Fraction) -> None:
+    assert ev(expr).value == value
+
+
+def test_cel_div_answers_integer_only_for_a_whole_quotient_of_an_int64_operand() -> None:
+    assert ev("quantity('10k').div(2).asInteger()") == 5000
+    assert ev("quantity('10').div(3).isInteger()") is False
+    assert ev("quantity('1.5').div(1, 0).isInteger()") is False  # 15 x 10^-1 is not int64-held
+    assert ev("quantity('1.5').divInt(1).asInteger()") == 1  # divInt always holds a whole result
+    assert ev("quantity('1e19').divInt(10).asInteger()") == 10**18
+
+
+@pytest.mark.parametrize(
+    ("expr", "error"),
+    [
+        ("quantity('1').div(0)", "division by zero"),
+        ("quantity('1').div(0, 2)", "division by zero"),
+        ("quantity('1').divInt(0)", "division by zero"),
+        ("quantity('1').div(0, -1)", "division by zero"),  # the divisor is checked first
+        ("quantity('1').div(3, -1)", "negative rounding values are not allowed"),
+        ("quantity('1').div(3, 11)", "the maximum value for rounding float division is 10 but 11 was passed"),
+    ],
+)
+def test_cel_div_errors(expr: str, error: str) -> None:
+    with pytest.raises(CelEvalError, match=error):
+        ev(expr)
+
+
+def test_cel_mul_and_div_take_an_int_operand_only() -> None:
+    for expr in ("quantity('2').mul(quantity('3'))", "quantity('2').div(1.5)", "quantity('2').divInt('1')"):
+        with pytest.raises(CelCompileError, match="found no matching overload"):
+            compile_expression(expr, ENV)

@@ -5,12 +5,22 @@ Declarations follow k8s.io/apiserver/pkg/cel/library/quantity.go; quantities are
 `asInteger` are apimachinery's `Quantity.AsInt64`, which answers from how the value is held, not from
 the value alone: `quantity("1000m").isInteger()` is false, as `quantity("1k")` is true. So each
 quantity also carries that form (`int64Amount` or not), from parsing (`policyd.quantity.int64_amount`) and through
-`add` / `sub` as apimachinery's arithmetic keeps or leaves it.
+`add` / `sub` / `mul` / `div` / `divInt` as apimachinery's arithmetic keeps or leaves it.
+
+`mul(int)`, `div(int)`, `div(int, digits)` and `divInt(int)` are the later library's (quantity.go with
+apimachinery's `Quantity.Mul`, `QuoRound` and `QuoIntegerDivision`): `div` keeps `digits` decimal places
+(4 unless given, at most 10), `divInt` none, both cutting toward zero; division by zero is an error. The
+value stays exact where apimachinery caps a result at 2^63-1 in magnitude: that library's own test
+expects `quantity("1329227995784915872903807060280344576").div(256)` to equal
+`quantity("5192296858534827628530496329220096")`, which the cap would break; and a quotient whose last
+kept digit is 0 keeps its fraction (`quantity("3").div(2)` is 1.5, where `QuoRound`'s int64 shortcut
+drops the fraction of such a quotient and gives 1).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -80,6 +90,60 @@ def _held(v: Any) -> tuple[int, int] | None:
     if type(v) is Quantity:
         return v.amount
     return (v, 0)  # an int operand: resource.NewQuantity(v, DecimalExponent)
+
+
+def _int_operand(v: Any, name: str) -> int:
+    if type(v) is not int:
+        raise rt.no_overload(name, v)
+    return v
+
+
+def q_mul(a: Any, b: Any) -> Quantity:
+    """`q.mul(int)`: the product; held as int64Amount while the mantissa times `b` fits int64."""
+    factor = _int_operand(b, "mul")
+    value = _q(a) * factor
+    held = _held(a)
+    amount = None
+    if held is not None and (mantissa := _int64(held[0] * factor)) is not None:
+        amount = (mantissa, held[1])
+    return Quantity(value, format_quantity(value), amount)
+
+
+DIV_DIGITS = 4  # `div(int)`: QuoRound's digits when none are given
+MAX_DIV_DIGITS = 10
+
+
+def _divide(a: Any, b: Any, digits: Any, name: str) -> Quantity:
+    """The quotient cut toward zero to `digits` decimal places (`div`), or to a whole number (`divInt`)."""
+    divisor = _int_operand(b, name)
+    places = _int_operand(digits, name)
+    x = _q(a)
+    if divisor == 0:
+        raise CelEvalError("division by zero")
+    if places < 0:
+        raise CelEvalError("negative rounding values are not allowed")
+    if places > MAX_DIV_DIGITS:
+        raise CelEvalError(
+            f"the maximum value for rounding float division is {MAX_DIV_DIGITS} but {places} was passed"
+        )
+    unit = 10**places
+    value = Fraction(math.trunc(x / divisor * unit), unit)
+    # QuoIntegerDivision holds a whole result as int64Amount; QuoRound only one of an int64-held operand
+    amount = None
+    whole = value.denominator == 1 and (name == "divInt" or _as_int64(a) is not None)
+    if whole and (v := _int64(value.numerator)) is not None:
+        amount = (v, 0)
+    return Quantity(value, format_quantity(value), amount)
+
+
+def q_div(a: Any, b: Any, digits: Any = DIV_DIGITS) -> Quantity:
+    """`q.div(int)` / `q.div(int, digits)`: the quotient cut toward zero to `digits` decimal places."""
+    return _divide(a, b, digits, "div")
+
+
+def q_div_int(a: Any, b: Any) -> Quantity:
+    """`q.divInt(int)`: the integer quotient, cut toward zero."""
+    return _divide(a, b, 0, "divInt")
 
 
 def is_quantity(text: Any) -> bool:
@@ -179,6 +243,15 @@ def quantity_functions() -> dict[str, FunctionDecl]:
                 _m("quantity_sub_int", (q, INT), q, q_sub),
             ),
         ),
+        FunctionDecl("mul", (_m("quantity_multiply_int", (q, INT), q, q_mul),)),
+        FunctionDecl(
+            "div",
+            (
+                _m("quantity_divide_int_default_rounding", (q, INT), q, q_div),
+                _m("quantity_divide_int_round", (q, INT, INT), q, q_div),
+            ),
+        ),
+        FunctionDecl("divInt", (_m("quantity_divide_int", (q, INT), q, q_div_int),)),
         FunctionDecl("isGreaterThan", (_m("quantity_is_greater_than", (q, q), BOOL, q_is_greater_than),)),
         FunctionDecl("isLessThan", (_m("quantity_is_less_than", (q, q), BOOL, q_is_less_than),)),
         FunctionDecl("compareTo", (_m("quantity_compare_to", (q, q), INT, q_compare_to),)),

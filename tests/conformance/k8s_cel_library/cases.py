@@ -305,12 +305,44 @@ add(src, "is_integer", 'quantity("50").isInteger()', T)
 add(src, "as_float", 'quantity("50.703k").asApproximateFloat()', val(50703.0))
 # Only in some stored versions of quantity_test.go / quantity.go (0625d6cf / 03bd7019; the versions
 # 16913111 / 898b9f80 have no mul/div/divInt); library_compatibility_test.go lists them under an
-# unnumbered "Kubernetes <1.??>" release. policyd does not declare them (a known deviation).
+# unnumbered "Kubernetes <1.??>" release.
 src = "quantity_test.go[mul/div variant]"
 add(src, "multiply", 'quantity("50k").mul(2) == quantity("100000")', T)
 add(src, "divide_float_result", 'quantity("10000").div(3).asApproximateFloat()', ("dbl~", 3333.3333, 0.0001))
 add(src, "divide_scaled", 'quantity("10k").div(2) == quantity("5000")', T)
 add(src, "integer_division", 'quantity("10000").divInt(3) == quantity("3333")', T)
+# The later variant (lalitc375/kubernetes ff8e4d9b: quantity_test.go, with quantity.go's `div(int, int)`
+# overload and the errors): its cases not in the variant above. `div_large_whole_number` expects the
+# exact quotient, which apimachinery's cap at 2^63-1 in that commit's QuoRound would not give.
+src = "quantity_test.go[mul/div later variant]"
+add(src, "divide_zero_scale", 'quantity("10").div(2, 0) == quantity("5")', T)
+add(
+    src,
+    "div_large_whole_number",
+    'quantity("1329227995784915872903807060280344576").div(256) == quantity("5192296858534827628530496329220096")',
+    T,
+)
+add(
+    src,
+    "large_integer_no_precision_loss",
+    'quantity("1152921504606846976").divInt(2) == quantity("576460752303423488")',
+    T,
+)
+add(
+    src,
+    "divide_float_custom_precision",
+    'quantity("10000").div(3, 2).asApproximateFloat()',
+    ("dbl~", 3333.33, 0.01),
+)
+add(src, "integer_division_by_zero", 'quantity("10000").divInt(0)', rterr("division by zero", "regex"))
+add(src, "division_by_zero_default_round", 'quantity("10000").div(0)', rterr("division by zero", "regex"))
+add(src, "division_by_zero_custom_round", 'quantity("10000").div(0, 2)', rterr("division by zero", "regex"))
+add(
+    src,
+    "negative_rounding",
+    'quantity("10000").div(3, -1)',
+    rterr("negative rounding values are not allowed", "regex"),
+)
 
 # ---------------------------------------------------------------------------------------------
 # semver_test.go (env: SemverLib(version); runtime err = regex). version 1 = normalize overloads.
