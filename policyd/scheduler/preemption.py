@@ -118,13 +118,20 @@ class PreemptionOutcome:
         return self.statuses_of()
 
 
-def eligible_to_preempt(profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> str | None:
-    """None when `pod` may preempt, else the kube-scheduler message saying why not."""
+def eligible_to_preempt(
+    profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot, nominated_node: str = ""
+) -> str | None:
+    """None when `pod` may preempt, else the kube-scheduler message saying why not.
+
+    `nominated_node`: the node this scheduler nominated the pod to, when it did. It counts before the
+    pod's `status.nominatedNodeName`: kube-scheduler writes the nomination before its next cycle, where
+    policyd's write may still wait behind its victims' deletions; a preemptor retried meanwhile, its
+    own victims still terminating on that node, must not preempt again (it would evict one more pod)."""
     if pod.cel.get("preemptionPolicy") == "Never":
         return NOT_ELIGIBLE_NEVER
     if not profile.preemption.may_preempt(pod.cel):
         return ""
-    nominated = pod.cel.get("nominatedNodeName") or ""
+    nominated = nominated_node or pod.cel.get("nominatedNodeName") or ""
     node = snapshot.node(nominated) if nominated else None
     if node is not None:
         for other in _pods_of(node):
@@ -365,12 +372,14 @@ def find_preemption(
     nominated_for: NominatedFactory | None = None,
     judges: NodeJudges | None = None,
     distinct: Iterable[FilterFailure] | None = None,
+    nominated_node: str = "",
 ) -> PreemptionOutcome:
     """Dry-run preemption on the nodes where it may help until enough candidates are found (all of
     them up to 100 nodes), and pick the best candidate; `all_pods` is asked only when a honored
     PodDisruptionBudget has no status. `distinct`: the distinct failure objects of `failures`, when
-    the caller counted them (no step per node to see whether any is unresolvable)."""
-    not_eligible = eligible_to_preempt(profile, pod, snapshot)
+    the caller counted them (no step per node to see whether any is unresolvable). `nominated_node`:
+    the node the scheduler nominated `pod` to, if any (`eligible_to_preempt`)."""
+    not_eligible = eligible_to_preempt(profile, pod, snapshot, nominated_node)
     if not_eligible is not None:
         return PreemptionOutcome(None, "preemption: " + not_eligible if not_eligible else "")
     potential, hopeless = _potential_rows(snapshot, failures, distinct)

@@ -257,6 +257,7 @@ class SchedulingCycle(EventHandlers):
                 nominated_for=lambda snap: nominated_evaluator(profile, pod, self._cluster_functions(snap)),
                 judges=judges,
                 distinct=[f for f, _ in failures],
+                nominated_node=self.queue.nominated_node(pod.key) or "",
             )
             if self.metrics is not None:
                 if outcome.candidate is not None:

@@ -310,3 +310,21 @@ def test_removal_order_may_matter_unless_one_pod_stays_or_the_victims_are_last()
     assert not removal_order_may_matter(keys, victims("a", "b", "c"))  # one pod stays
     assert not removal_order_may_matter(keys, victims("a", "b", "c", "d"))
     assert not removal_order_may_matter(keys, victims("b"))  # one victim: one order
+
+
+def test_a_terminating_lower_pod_on_the_nominated_node_makes_the_preemptor_wait() -> None:
+    def snap() -> Snapshot:
+        pods = [FakePod("going", cpu=900, priority=1, deleting=True), FakePod("stays", cpu=900, priority=1)]
+        return snapshot_of({"a": (2000, pods)})
+
+    waiting = "preemption: not eligible due to a terminating pod on the nominated node."
+    by_status = preempt(FakePod("p", cpu=1500, priority=10, nominated_node_name="a"), snap())
+    assert by_status.candidate is None and by_status.message == waiting
+    pod = FakePod("p", cpu=1500, priority=10)
+    failures = {"a": FilterFailure(FIT, ("Insufficient cpu",))}
+    by_scheduler = find_preemption(
+        PROFILE, pod, snap(), failures, lambda s: FakeEvaluator(PROFILE, pod.cel), lambda n: [], [],
+        lambda: [], nominated_node="a",
+    )  # fmt: skip
+    assert by_scheduler.candidate is None and by_scheduler.message == waiting
+    assert preempt(pod, snap()).candidate is not None  # not nominated: it may preempt

@@ -8,8 +8,9 @@ from policyd.backends.simulated import SimulatedCluster
 from policyd.framework import PermitSpec, RuleRef
 from policyd.scheduler.clock import FakeClock
 from policyd.scheduler.metrics import SchedulerMetrics
+from policyd.scheduler.queue import VICTIMS_WAIT
 from policyd.scheduler.scheduler import Scheduler, SchedulerOptions
-from tests.unit.scheduler.fakes import FakeProfile, node_obj, pod_obj, policy_set
+from tests.unit.scheduler.fakes import FakePod, FakeProfile, node_obj, pod_obj, policy_set
 
 
 def make(
@@ -299,3 +300,52 @@ def test_a_preemptors_nomination_is_written_with_its_condition() -> None:
     assert cluster.status_writes[0][0] == "default/p" and cluster.status_writes[0][2] == "a"
     assert ("default/p", "a") not in cluster.nominations  # no second write for the nomination
     assert cluster.node_of("default/p") == "a"
+
+
+class _SlowApiCluster(SimulatedCluster):
+    """Victims stay terminating (no kubelet finishes them) and the preemptor's status writes have not
+    reached the API server yet: what policyd sees while its writes wait behind many deletions."""
+
+    def delete_victims(self, pods: Any, in_order: bool = True) -> None:
+        for pod in pods:
+            obj = self.pod(pod.key)
+            assert obj is not None
+            obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+            self.update_pod(obj)
+            self.deleted.append(pod.key)
+
+    def patch_pod_scheduled(self, pod: Any, condition: Any, nominated_node: str = "") -> None:
+        pass
+
+
+def test_a_preemptor_retried_before_its_nomination_is_written_does_not_preempt_again() -> None:
+    cluster = _SlowApiCluster(
+        [node_obj("a", 3000)],
+        [
+            pod_obj("low1", "900m", priority=1, node="a"),
+            pod_obj("low2", "900m", priority=1, node="a"),
+            pod_obj("low3", "900m", priority=1, node="a"),
+            pod_obj("high", "1000m", priority=100),
+        ],
+        [],
+    )
+    clock = FakeClock()
+    sched = Scheduler(
+        policy_set(FakeProfile()),
+        cluster,
+        clock=clock,
+        options=SchedulerOptions(adopt_unknown_schedulers=True, bind_workers=0, seed=1),
+    )
+    cluster.start(sched)
+    sched.run_until_settled()
+    (first,) = sched.attempts.for_pod("default/high")
+    assert first.result == "nominated" and len(first.victims) == 1
+    # its victim is still terminating when the wait for it lapses and another pod's deletion moves it
+    clock.advance(VICTIMS_WAIT + 1)
+    cluster.add_pod(pod_obj("other", "100m", node="a"))
+    cluster.delete_pod(FakePod("other"), None)
+    sched.run_until_settled()
+    second = sched.attempts.for_pod("default/high")[-1]
+    assert second is not first
+    assert second.message.endswith("preemption: not eligible due to a terminating pod on the nominated node.")
+    assert sched.victims == first.victims  # no second victim
