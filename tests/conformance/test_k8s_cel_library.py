@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from policyd.cel import runtime as rt
+from policyd.cel.k8s_lib.image import Image
 from policyd.cel.program import compile_expression, standard_env
 from policyd.cel.types import (
     DOUBLE,
@@ -175,6 +176,8 @@ def describe(expect: Expect) -> str:
         return f"~{expect[1]} (double, tolerance {expect[2]})"
     if kind in ("opaque", "qty"):
         return f"{expect[1]}({expect[2]})"
+    if kind == "image":
+        return "kubernetes.Image" + show(expect[1])
     if kind == "optnone":
         return "optional.none()"
     if kind == "optof":
@@ -251,6 +254,19 @@ def run_case(case: Case, *, self_dyn: bool = False) -> tuple[str, str]:
         ok = type(v) is float and math.isfinite(v) and abs(v - exp[1]) < exp[2]
     elif kind == "opaque":
         ok = rt.type_name(v) == exp[1] and str(v) == exp[2]
+    elif kind == "image":
+        ok = (
+            type(v) is Image
+            and {
+                "Image": v.image,
+                "Registry": v.registry,
+                "Repository": v.repository,
+                "Tag": v.tag,
+                "Digest": v.digest,
+                "Identifier": v.identifier,
+            }
+            == exp[1]
+        )
     elif kind == "qty":
         ref = compile_expression(f'quantity("{exp[2]}")', standard_env()).evaluate({})
         ok = type(v) is Quantity and isinstance(v.value, Fraction) and v.value == ref.value
@@ -283,7 +299,7 @@ def test_case(case_id: str, case: Case) -> None:
 
 def test_scope() -> None:
     """The case ids are unique, every known deviation is an in-scope case, and only OUT_OF_SCOPE skips."""
-    assert len(CASES) == 686
+    assert len(CASES) == 723
     assert len(set(IDS)) == len(IDS)
     by_id = dict(zip(IDS, CASES, strict=True))
     assert [i for i in KNOWN_DEVIATIONS if i not in by_id or by_id[i]["expect"][0] == "skip"] == []

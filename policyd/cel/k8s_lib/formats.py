@@ -2,8 +2,8 @@
 
 `validate` returns an empty optional when `s` has the format, else an optional list of the reasons,
 worded as Kubernetes' validation messages (k8s.io/apimachinery/pkg/util/validation). Formats:
-dns1123Label, dns1123Subdomain, dns1035Label, qualifiedName, the three `...Prefix` forms (a trailing
-dash allowed, for generateName), labelValue, uri, uuid, byte (base64), date, datetime.
+dns1123Label, dns1123Subdomain, dns1035Label, qualifiedName, portName, the three `...Prefix` forms (a
+trailing dash allowed, for generateName), labelValue, uri, uuid, byte (base64), date, datetime.
 """
 
 from __future__ import annotations
@@ -113,6 +113,25 @@ def qualified_name(s: str) -> list[str]:
     return errs
 
 
+_PORT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+
+def port_name(s: str) -> list[str]:
+    """Why `s` is not a port name (Kubernetes' IsValidPortName: at most 15 of `a-z0-9-`, a letter among
+    them, no `--`, no dash at either end)."""
+    errs = [_max_len(15)] if len(s) > 15 else []
+    if not s or not _PORT_NAME_CHARS.issuperset(s):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if _LETTERS.isdisjoint(s):
+        errs.append("must contain at least one letter or number (a-z, 0-9)")
+    if "--" in s:
+        errs.append("must not contain consecutive hyphens")
+    if s.startswith("-") or s.endswith("-"):
+        errs.append("must not begin or end with a hyphen")
+    return errs
+
+
 def label_value(s: str) -> list[str]:
     """Why `s` is not a label value (Kubernetes' IsValidLabelValue)."""
     errs = [_max_len(63)] if len(s) > 63 else []
@@ -186,6 +205,7 @@ FORMATS: dict[str, NamedFormat] = {
         ("dns1123Subdomain", "DNS1123Subdomain", dns1123_subdomain),
         ("dns1035Label", "DNS1035Label", dns1035_label),
         ("qualifiedName", "QualifiedName", qualified_name),
+        ("portName", "PortName", port_name),
         ("dns1123LabelPrefix", "DNS1123LabelPrefix", _prefix(dns1123_label)),
         ("dns1123SubdomainPrefix", "DNS1123SubdomainPrefix", _prefix(dns1123_subdomain)),
         ("dns1035LabelPrefix", "DNS1035LabelPrefix", _prefix(dns1035_label)),

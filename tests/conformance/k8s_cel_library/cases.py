@@ -9,7 +9,8 @@ of the stored versions read:
 - staging/src/k8s.io/apiserver/pkg/cel/library/
   cidr_test.go 0f835890, ip_test.go 95f08499, quantity_test.go 16913111 (and the mul/div variant of
   quantity_test.go 0625d6cf; quantity.go 898b9f80 has no mul/div/divInt, 03bd7019 has), semver_test.go
-  22935532, format_test.go 03bd7019 with format.go 0ea83df1 (ConstantFormats), image_test.go 0a0125cc,
+  22935532, format_test.go 03bd7019 with format.go 0ea83df1 (ConstantFormats; ab0b97c4 adds portName),
+  image_test.go c2a31ca3,
   pod_test.go 270b9d38, test.go b0d609f0, library_compatibility_test.go 04fad134;
 - staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/validation_test.go
   (TestValidationExpressions; stored file id 57396223): its library-related cases. The lists, regex and URL
@@ -25,6 +26,7 @@ Expectation kinds (`expect[0]`):
   ("val", python_value)            exact CEL value, type-strict (bool / int / double / string / list / map)
   ("dbl~", x, tol)                 a double within `tol` of `x`
   ("opaque", type_name, text)      a library value: its CEL type name and its string form
+  ("image", {field: text})         a kubernetes.Image with every ImageReference field as given
   ("qty", type_name, text)         a kubernetes.Quantity equal (Cmp == 0) to quantity(text)
   ("optnone",)                     optional.none()
   ("optof", python_value)          optional.of(value)
@@ -89,6 +91,21 @@ def val(v: Any) -> Expect:
     return ("val", v)
 
 
+def img(image: str, registry: str, repository: str, *, tag: str = "", digest: str = "") -> Expect:
+    """A kubernetes.Image whose every part is as given (Go compares the whole ImageReference)."""
+    return (
+        "image",
+        {
+            "Image": image,
+            "Registry": registry,
+            "Repository": repository,
+            "Tag": tag,
+            "Digest": digest,
+            "Identifier": digest or tag,
+        },
+    )
+
+
 def rterr(text: str, mode: str) -> Expect:
     return ("rterr", text, mode)
 
@@ -118,6 +135,8 @@ add(
     ce(r"found no matching overload for 'cidr' applied to '\(int\)'"),
 )
 add(src, "parse ipv4", 'cidr(dyn("192.168.0.0/24"))', ("opaque", "net.CIDR", "192.168.0.0/24"))
+# cidr_test.go 78fc8e44 writes it with a literal
+add(src, "parse ipv4 (literal)", 'cidr("192.168.0.0/24")', ("opaque", "net.CIDR", "192.168.0.0/24"))
 add(
     src,
     "parse invalid ipv4",
@@ -492,6 +511,7 @@ CONSTANT_FORMATS = [
     "dns1123Subdomain",
     "dns1035Label",
     "qualifiedName",
+    "portName",  # format.go ab0b97c4
     "dns1123LabelPrefix",
     "dns1123SubdomainPrefix",
     "dns1035LabelPrefix",
@@ -510,12 +530,40 @@ for lhs in CONSTANT_FORMATS:
             add(src, f"compare_{lhs}_{rhs}", f"format.{lhs}() == format.{rhs}()", F)
 
 # ---------------------------------------------------------------------------------------------
-# image_test.go (env: library.Image(); runtime err = regex)
+# image_test.go c2a31ca3 (env: library.Image(); runtime err = regex). The library's later form, on
+# distribution/reference: `image(s, normalize)`, no default registry or tag unless normalizing. (An
+# earlier stored form, image_test.go c2a31ca3, parsed with go-containerregistry and defaulted the
+# registry to index.docker.io and the tag to latest.)
 src = "image_test.go"
 D = "sha256:6aefddb645ee6963afd681b1845c661d0ea4c3b20ab9db86d9e753b203d385f2"
 R = "registry.k8s.io/kube-apiserver-arm64"
-add(src, "parse", f'image("{R}:latest")', ("opaque", "kubernetes.Image", f"{R}:latest"))
-add(src, "parse_invalid_image", f'image("{R}:@")', rterr(f"could not parse reference: {R}:@", "regex"))
+K8S_IMAGE = img(f"{R}:latest", "registry.k8s.io", "kube-apiserver-arm64", tag="latest")
+add(src, "parse", f'image("{R}:latest")', K8S_IMAGE)
+add(
+    src,
+    "parse_normalized",
+    'image("kube-apiserver-arm64", true)',
+    img(
+        "docker.io/library/kube-apiserver-arm64:latest",
+        "docker.io",
+        "library/kube-apiserver-arm64",
+        tag="latest",
+    ),
+)
+add(
+    src,
+    "parse_non_normalized",
+    'image("kube-apiserver-arm64", false)',
+    img("kube-apiserver-arm64", "", "kube-apiserver-arm64"),
+)
+add(src, "parse_normalized_not_required", f'image("{R}:latest", true)', K8S_IMAGE)
+add(src, "parse_normalized_not_required_disabled", f'image("{R}:latest", false)', K8S_IMAGE)
+add(
+    src,
+    "parse_invalid_image",
+    f'image("{R}:@")',
+    rterr(f"failed to parse image: {R}:@, err: invalid reference format", "regex"),
+)
 add(src, "isImage", f'isImage("{R}:latest")', T)
 add(src, "isImage_false", f'isImage("{R}:@")', F)
 add(src, "isImage_noOverload", "isImage(0)", ce("found no matching overload for 'isImage' applied to.*"))
@@ -524,22 +572,32 @@ add(src, "contains_digest_tag", f'image("{R}:latest").containsDigest()', F)
 add(src, "contains_digest_true", f'image("{R}@{D}").containsDigest()', T)
 add(src, "contains_digest_with_tag_true", f'image("{R}:latest@{D}").containsDigest()', T)
 add(src, "registry", f'image("{R}").registry() == "registry.k8s.io"', T)
-add(src, "registry_default", 'image("kube-apiserver-arm64:testtag").registry()', val("index.docker.io"))
+add(src, "no_registry", 'image("kube-apiserver-arm64:testtag").registry()', val(""))
+add(src, "registry_normalized", 'image("kube-apiserver-arm64:testtag", true).registry()', val("docker.io"))
 add(src, "registry_matches", f'image("{R}").registry().matches("(registry.k8s.io|ghcr.io)")', T)
 add(src, "repository", f'image("{R}").repository() == "kube-apiserver-arm64"', T)
+add(
+    src,
+    "repository_normalized",
+    'image("kube-apiserver-arm64:testtag", true).repository()',
+    val("library/kube-apiserver-arm64"),
+)
+add(src, "empty_identifier", f'image("{R}").identifier()', val(""))
+add(src, "empty_identifier_not_normalized", f'image("{R}", false).identifier()', val(""))
+add(src, "empty_identifier_normalized", f'image("{R}", true).identifier()', val("latest"))
 add(src, "identifier_tag", f'image("{R}:testtag").identifier()', val("testtag"))
-add(src, "identifier_digest", f'image("{R}@{D}").identifier()', val(D))
-add(src, "identifier_digest_and_tag", f'image("{R}:latest@{D}").identifier() == "{D}"', T)
-add(src, "default_identifier", f'image("{R}").identifier()', val("latest"))
 add(src, "identifer_digest", f'image("{R}@{D}").identifier()', val(D))
 add(src, "identifer_digest_and_tag", f'image("{R}:latest@{D}").identifier()', val(D))
 add(src, "tag", f'image("{R}:testtag").tag()', val("testtag"))
-add(src, "default_tag", f'image("{R}").tag()', val("latest"))
+add(src, "empty_tag", f'image("{R}").tag()', val(""))
+add(src, "empty_tag_not_normalized", f'image("{R}", false).tag()', val(""))
+add(src, "empty_tag_normalized", f'image("{R}", true).tag()', val("latest"))
 add(src, "no_tag", f'image("{R}@{D}").tag()', val(""))
-add(src, "identifier_tag (2)", f'image("{R}:testtag").identifier()', val("testtag"))
 add(src, "no_digest", f'image("{R}").digest()', val(""))
 add(src, "digest_tag", f'image("{R}:testtag").digest()', val(""))
 add(src, "digest", f'image("{R}@{D}").digest()', val(D))
+NGINX_DIGEST = "sha256:ed6d2c43c8fbcd3eaa44c9dab6d94cb346234476230dc1681227aa72d07181ee"
+add(src, "docker_ref_digest", f'image("docker.io/library/nginx@{NGINX_DIGEST}").digest()', val(NGINX_DIGEST))
 add(src, "digest_digest_and_tag", f'image("{R}:latest@{D}").digest() == "{D}"', T)
 
 # ---------------------------------------------------------------------------------------------
