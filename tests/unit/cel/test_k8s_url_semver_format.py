@@ -135,6 +135,9 @@ def test_semver_rejects_a_list_at_check_time() -> None:
         "format.datetime().validate('2021-01-01T00:00:00Z')",
         "format.labelValue().validate('my-cool-label-Value')",
         "format.labelValue().validate('')",
+        "format.portName().validate('http')",
+        "format.portName().validate('h2c-metrics-909')",  # 15 characters
+        "format.portName().validate('9a')",
     ],
 )
 def test_valid_formats_validate_to_none(text: str) -> None:
@@ -158,6 +161,24 @@ def test_valid_formats_validate_to_none(text: str) -> None:
         ("format.datetime().validate('2020-01-32T00:00:00Z')", ["invalid datetime"]),
         ("format.uuid().validate('123')", ["does not match the UUID format"]),
         ("format.uri().validate('../x')", ["parse '../x': invalid URI for request"]),
+        ("format.portName().validate('h2c-metrics-9090')", ["must be no more than 15 characters"]),
+        (
+            "format.portName().validate('HTTP')",
+            [
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must contain at least one letter or number (a-z, 0-9)",
+            ],
+        ),
+        ("format.portName().validate('8080')", ["must contain at least one letter or number (a-z, 0-9)"]),
+        ("format.portName().validate('a--b')", ["must not contain consecutive hyphens"]),
+        ("format.portName().validate('-ab')", ["must not begin or end with a hyphen"]),
+        (
+            "format.portName().validate('')",
+            [
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must contain at least one letter or number (a-z, 0-9)",
+            ],
+        ),
     ],
 )
 def test_invalid_formats_validate_to_their_reasons(text: str, errors: list[str]) -> None:
