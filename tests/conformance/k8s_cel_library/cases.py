@@ -1165,3 +1165,129 @@ for r, e in [
     ("{'k1': 'a', 'k2': 1, 'k2': false}", verr("compile", "expected type 'string' but found 'int'")),
 ]:
     add(src, "error", r, e)
+
+# ---------------------------------------------------------------------------------------------
+# Later validation_test.go versions, stored only in forks of kubernetes/kubernetes: reckless-sherixx
+# f3138894 ("ext lists version 3", "two variable comprehensions", "format") and mmorel-35 0b0abd6c (the
+# last two). The Go test checks that an error contains the text; it does not say in which phase.
+src = "validation_test.go[ext lists version 3]"
+LV3_SCHEMA, LV3_OBJ = (
+    {"val1": ("list", "int"), "val2": ("list", "int")},
+    {"val1": [1, 2, 3], "val2": [1, 2, 3]},
+)
+for r in [
+    "lists.range(4) == [0,1,2,3]",
+    "lists.range(0) == []",
+    "[5,1,2,3].reverse() == [3,2,1,5]",
+    "[].reverse() == []",
+    "[1].reverse() == [1]",
+    "['are', 'you', 'as', 'bored', 'as', 'I', 'am'].reverse() == ['am', 'I', 'as', 'bored', 'as', 'you', 'are']",
+    "[false, true, true].reverse().reverse() == [false, true, true]",
+    "[1,2,3,4].slice(0, 4) == [1,2,3,4]",
+    "[1,2,3,4].slice(0, 0) == []",
+    "[1,2,3,4].slice(1, 1) == []",
+    "[1,2,3,4].slice(4, 4) == []",
+    "[1,2,3,4].slice(1, 3) == [2, 3]",
+    "dyn([]).flatten() == []",
+    "dyn([1,2,3,4]).flatten() == [1,2,3,4]",
+    "[].sort() == []",
+    "[1].sort() == [1]",
+    "[4, 3, 2, 1].sort() == [1, 2, 3, 4]",
+    '["d", "a", "b", "c"].sort() == ["a", "b", "c", "d"]',
+    "[].sortBy(e, e) == []",
+    '["a"].sortBy(e, e) == ["a"]',
+    "[-3, 1, -5, -2, 4].sortBy(e, -(e * e)) == [-5, 4, -3, -2, 1]",
+    "[-3, 1, -5, -2, 4].map(e, e * 2).sortBy(e, -(e * e)) == [-10, 8, -6, -4, 2]",
+    "lists.range(3).sortBy(e, -e) == [2, 1, 0]",
+    '["a", "c", "b", "first"].sortBy(e, e == "first" ? "" : e) == ["first", "a", "b", "c"]',
+    "[{'name': 'foo'}, {'name': 'bar'}, {'name': 'baz'}].sortBy(e, e.name) == "
+    "[{'name': 'bar'}, {'name': 'baz'}, {'name': 'foo'}]",
+    "[].distinct() == []",
+    "[1].distinct() == [1]",
+    "[-2, 5, -2, 1, 1, 5, -2, 1].distinct() == [-2, 5, 1]",
+    "['c', 'a', 'a', 'b', 'a', 'b', 'c', 'c'].distinct() == ['c', 'a', 'b']",
+    "[[1], [1], [2]].distinct() == [[1], [2]]",
+    "[{'name': 'a'}, {'name': 'b'}, {'name': 'a'}].distinct() == [{'name': 'a'}, {'name': 'b'}]",
+    "[[1],[2],[3,4]].flatten() == [1,2,3,4]",
+]:
+    add(src, "valid", r, T, self_schema=LV3_SCHEMA, self_obj=LV3_OBJ)
+for r, text in [
+    (
+        "[1,2,3,4].slice(3, 0) != [1,2]",
+        "cannot slice(3, 0), start index must be less than or equal to end index",
+    ),
+    ("[1,2,3,4].slice(0, 10) != [1,2]", "cannot slice(0, 10), list is length 4"),
+    ("[1,2,3,4].slice(-5, 10) != [1,2]", "cannot slice(-5, 10), negative indexes not supported"),
+    ("[1,2,3,4].slice(-5, -3) != [1,2]", "cannot slice(-5, -3), negative indexes not supported"),
+    # Kubernetes' text goes on with " evaluating rule: <rule>", the validator's own suffix
+    ("[[1],[2],[3,4]].flatten(-1) == [1,2,3,4]", "level must be non-negative"),
+    ('["d", 3, 2, "c"].sort() == ["a", "b", "c", "d"]', "expected type 'string' but found 'int'"),
+]:
+    add(src, "error", r, verr("any", text), self_schema=LV3_SCHEMA, self_obj=LV3_OBJ)
+
+src = "validation_test.go[two variable comprehensions]"
+for r in [
+    "self.val.all(k, v, v > 0)",
+    "self.val.exists(k, v, v == 2)",
+    "self.val.existsOne(k, v, v == 2)",
+    "self.val.transformMap(k, v, v > 1, v + 1).size() == 1",
+    "self.val.transformMap(k, v, v + 1).size() == 2",
+    "self.val.transformMapEntry(k, v, v > 1, {k + '2': v + 1}).size() == 1",
+    "self.val.transformMapEntry(k, v, {k + '2': v + 1}).size() == 2",
+]:
+    add(src, "valid", r, T, self_schema={"val": ("map", "int")}, self_obj={"val": {"b": 1, "d": 2}})
+LISTMAP_SCHEMA = {"listMap": ("list", ("obj", {"k": "string", "v": "string", "v2": "string"}))}
+LISTMAP_OBJ = {"listMap": [{"k": "a1", "v": "b1"}, {"k": "a2", "v": "b2"}, {"k": "a3", "v": "b3", "v2": "z"}]}
+for r in [
+    "!self.listMap.all(i, m, has(m.v2) && m.v2 != 'z')",
+    "self.listMap.exists(i, m, has(m.v2) && m.v2 == 'z')",
+    "self.listMap.existsOne(i, m, has(m.v2) && m.v2 == 'z')",
+    "self.listMap.transformList(i, m, has(m.v2) && m.v2 == 'z', m.v2).size() == 1",
+    "self.listMap.transformList(i, m, m.v).size() == 3",
+]:
+    add(src, "valid", r, T, self_schema=LISTMAP_SCHEMA, self_obj=LISTMAP_OBJ)
+for r in [
+    "self.array.all(i, e, e > 0)",
+    "self.array.exists(i, e, e > 2)",
+    "self.array.existsOne(i, e, e > 4)",
+    "self.array.transformList(i, e, e > 2, e * 2).size() > 0",
+    "self.array.transformList(i, e, e * 2).size() > 0",
+]:
+    add(
+        src,
+        "valid",
+        r,
+        T,
+        self_schema={"array": ("list", "int")},
+        self_obj={"array": [1, 1, 2, 2, 3, 3, 4, 5]},
+    )
+
+src = "validation_test.go[format]"
+for r in [
+    'format.dns1123Label().validate("my-label-name") == optional.none()',
+    'format.dns1123Subdomain().validate("apiextensions.k8s.io") == optional.none()',
+    'format.qualifiedName().validate("apiextensions.k8s.io/v1beta1") == optional.none()',
+    'format.dns1123LabelPrefix().validate("my-label-prefix-") == optional.none()',
+    'format.dns1123SubdomainPrefix().validate("mysubdomain.prefix.-") == optional.none()',
+    'format.dns1035LabelPrefix().validate("my-label-prefix-") == optional.none()',
+    'format.uri().validate("http://example.com") == optional.none()',
+    'format.uuid().validate("123e4567-e89b-12d3-a456-426614174000") == optional.none()',
+    'format.byte().validate("aGVsbG8=") == optional.none()',
+    'format.date().validate("2021-01-01") == optional.none()',
+    'format.datetime().validate("2021-01-01T00:00:00Z") == optional.none()',
+    'format.named("dns1123Label").value().validate("my-name") == optional.none()',
+    # the CEL string holds \' escapes, as the Go test writes it
+    'format.dns1123Label().validate("contains a space").value()[0] == "a lowercase RFC 1123 label must '
+    "consist of lower case alphanumeric characters or \\'-\\', and must start and end with an alphanumeric "
+    "character (e.g. \\'my-name\\',  or \\'123-abc\\', regex used for validation is "
+    "\\'[a-z0-9]([-a-z0-9]*[a-z0-9])?\\')\"",
+    '!format.named("unknown").hasValue()',
+]:
+    add(
+        src,
+        "valid",
+        r,
+        T,
+        self_schema={"val1": "string", "val2": "string"},
+        self_obj={"val1": "20", "val2": "200M"},
+    )
