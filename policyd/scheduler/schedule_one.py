@@ -205,7 +205,6 @@ class SchedulingCycle(EventHandlers):
     def _find_node(self, profile: CompiledProfile, pod: PodInfoLike, snapshot: Snapshot) -> ScheduleResult:
         cluster = self._cluster_functions(snapshot)
         evaluator = profile.evaluator(pod.cel, cluster)
-        nominated = self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
         return self.algorithm.schedule_pod(
             profile,
             evaluator,
@@ -214,9 +213,14 @@ class SchedulingCycle(EventHandlers):
             cluster,
             self.queue.nominated_pods,
             self.nominated_rows.sync(snapshot, self.queue),
-            nominated_node=nominated,
+            nominated_node=self._nomination(pod),
             explain=self.options.explain,
         )
+
+    def _nomination(self, pod: PodInfoLike) -> str:
+        """The node `pod` is nominated to: this scheduler's own record first (its status write may not
+        have landed yet), else the pod's `status.nominatedNodeName`; "" when none."""
+        return self.queue.nominated_node(pod.key) or pod.cel.get("nominatedNodeName") or ""
 
     def _handle_unschedulable(
         self,
@@ -257,7 +261,7 @@ class SchedulingCycle(EventHandlers):
                 nominated_for=lambda snap: nominated_evaluator(profile, pod, self._cluster_functions(snap)),
                 judges=judges,
                 distinct=[f for f, _ in failures],
-                nominated_node=self.queue.nominated_node(pod.key) or "",
+                nominated_node=self._nomination(pod),
             )
             if self.metrics is not None:
                 if outcome.candidate is not None:
