@@ -8,7 +8,8 @@ client QPS/burst (kube-scheduler: its v1beta1 config's clientConnection; policyd
 clientConnection); then the ops run. Pods are created by `CREATE_THREADS` threads on an unthrottled
 client. A pod watch in this process records when each pod is first seen with `spec.nodeName`; a
 Barrier waits until every pod is bound or marked `PodScheduled=False/Unschedulable`. Pods being deleted
-(preemption victims) are deleted at once with grace period 0, standing in for the kubelet.
+(preemption victims) are deleted at once with grace period 0, standing in for the kubelets, on
+connections opened before the measured pods are released (`PodTracker.connect_reaper`).
 
 The measured pods are created with the scheduler process stopped (SIGSTOP; `SchedulerProcess.paused`)
 and released at once (SIGCONT): on 2 cores one creating process makes 300-400 pods/s while a scheduler
@@ -101,8 +102,10 @@ ALGORITHM_METRICS = {
 # ---- the pod watch -------------------------------------------------------------------------------
 
 
-# deletions finished at the same time by the kubelet stand-in
-REAPER_CONNECTIONS = 64
+# deletions finished at the same time by the kubelet stand-in: every node's kubelet finishes its own
+# pods on a connection of its own, opened long before; kube-apiserver admits 200 mutating requests at
+# once (--max-mutating-requests-inflight), so more would only queue there
+REAPER_CONNECTIONS = 200
 
 
 def pod_state(obj: KubeObject) -> str:
@@ -132,7 +135,9 @@ class PodTracker:
         # the kubelets' part: a pod being deleted is finished at once, every one in flight together
         # (one kubelet per node works in parallel; 4 blocking threads finished 1500 preemption victims
         # over 3-4 s, the deletion events of Preemption/500 then arrived 3.3 s after the scheduler's
-        # DELETE was answered, and that, not the scheduler, spaced the preemptors' binds)
+        # DELETE was answered, and that, not the scheduler, spaced the preemptors' binds; with 64
+        # connections opened as the victims came, a finishing DELETE still waited up to 1.6 s for its
+        # turn)
         self._reaper = RequestLoop(client, name="reaper", max_connections=REAPER_CONNECTIONS)
         self._reaped: set[str] = set()
         self.informer = Informer(
@@ -148,6 +153,21 @@ class PodTracker:
         self.informer.start()
         if not self.informer.wait_for_sync(60):
             raise BenchError("pod watch did not sync in 60 s")
+
+    def connect_reaper(self, timeout: float = 60.0) -> None:
+        """Open the kubelet stand-in's connections now (`REAPER_CONNECTIONS` at once, kept alive), as
+        kubelets hold theirs: opened only when victims come, their handshakes would share the API
+        server's cores with the deletions being measured."""
+        failed: list[BaseException] = []
+
+        def answered(_result: Any, error: BaseException | None) -> None:
+            if error is not None:
+                failed.append(error)
+
+        for _ in range(REAPER_CONNECTIONS):
+            self._reaper.submit("GET", "/version", answered)
+        if not self._reaper.wait_idle(timeout) or failed:
+            raise BenchError(f"the kubelet stand-in could not connect: {failed[0] if failed else 'timeout'}")
 
     def stop(self) -> None:
         """Stop watching and reaping."""
@@ -415,7 +435,7 @@ class WorkloadRun:
             if isinstance(op, CreateNodes):
                 self._create_nodes(client, op)
             elif isinstance(op, CreatePods):
-                self._create_pods(client, sched, op, number)
+                self._create_pods(client, sched, tracker, op, number)
             elif isinstance(op, Barrier):
                 self._barrier(client, sched, tracker)
         if self.measured.pods and self.measured.after is None:  # no Barrier after the measured pods
@@ -427,7 +447,9 @@ class WorkloadRun:
         self._node_index += op.count
         self.say(f"{op.count} nodes created in {time.monotonic() - t0:.1f}s")
 
-    def _create_pods(self, client: Any, sched: SchedulerProcess, op: CreatePods, number: int) -> None:
+    def _create_pods(
+        self, client: Any, sched: SchedulerProcess, tracker: PodTracker, op: CreatePods, number: int
+    ) -> None:
         from policyd.backends.kube.client import object_path
 
         name = pod_scheduler_name(self.scheduler)
@@ -447,7 +469,8 @@ class WorkloadRun:
             t0 = time.monotonic()
             _create_pods(client, path, bodies, self.threads)
             seconds = time.monotonic() - t0
-            if m.events_before is None:
+            if m.events_before is None:  # the first measured pods
+                tracker.connect_reaper()
                 m.events_before = event_writes(client.text("/metrics"))
             m.cpu_at_release = self._cpu_seconds(sched)
             m.released = time.monotonic()
