@@ -6,6 +6,8 @@ import json
 import socket
 import threading
 
+import pytest
+
 from policyd.bench.e2e import PodTracker
 from tests.unit.backends.scripted_http import Server, client_for
 
@@ -41,7 +43,9 @@ def test_a_pod_being_deleted_is_finished_once_and_deletions_overlap() -> None:
     assert got == {(0, f"u-{v}") for v in victims}
 
 
-def test_the_stand_ins_connections_are_opened_before_the_victims_come(monkeypatch) -> None:
+def test_the_stand_ins_connections_are_opened_before_the_victims_come(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     count = 6
     monkeypatch.setattr("policyd.bench.e2e.REAPER_CONNECTIONS", count)
     # every GET held until all are in: only `count` connections open at once get past this
