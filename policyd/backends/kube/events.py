@@ -16,8 +16,9 @@ scheduling thread is busy the writer gets the interpreter seldom (SchedulingBasi
 10000 pods, 2026-11-29: about 500 of 10000 Events written by the last bind, the rest 17-18 s after
 it), where kube-scheduler's writer keeps pace with its binds. 8 connections brought the tail to 6 s,
 but Preemption/500's binds, which wait for the victims' deletions, then shared the API server with the
-Events and came slower (benchmarks/README.md, "how far policyd's Events trail its binds"). `policyd_events_dropped_total{reason}`,
-`policyd_event_writes_total` and `policyd_events_queued` show it (`stats`). A write that never reached
+Events and came slower (benchmarks/README.md, "how far policyd's Events trail its binds").
+`policyd_events_dropped_total{reason}`, `policyd_event_writes_total` and `policyd_events_queued` show
+it (`stats`). A write that never reached
 the API server (it was down or restarting) is sent again, as client-go's sink does: up to `MAX_TRIES`
 tries, `RETRY_SECONDS` apart; an answer, even an error, is final.
 """
